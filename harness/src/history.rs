@@ -1,0 +1,176 @@
+//! Stage 3's output: what happened in one run, as two independent records.
+//!
+//! - The [`History`] is what the harness observed from outside the target: every
+//!   attempt the agent made and what it saw, every fault applied, every
+//!   authorization decision.
+//! - The [`Ledger`] is the provider's ground truth: every dispatch that reached
+//!   it and every effect it committed.
+//!
+//! The checker judges the target by comparing the two; the target's own word
+//! (its answers) is only one input to that comparison.
+
+use chaos_kit::http::CallFailure;
+use chaos_kit::protocol::Outcome;
+use serde::{Deserialize, Serialize};
+
+use crate::fault::LossMode;
+
+/// Milliseconds since the run started, on the run's own (simulated or real) time.
+pub type Ms = u64;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct History {
+    pub attempts: Vec<Attempt>,
+    pub faults: Vec<FaultEvent>,
+    pub authorizations: Vec<AuthDecision>,
+    /// When the agent finished, or when the run was cut short.
+    pub ended_at: Ms,
+}
+
+/// One transport attempt of one logical operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// Index into the trial's operations.
+    pub operation: usize,
+    /// 1-based call step.
+    pub call: u32,
+    pub worker: u32,
+    /// 1-based within the worker.
+    pub attempt: u32,
+    pub attempt_id: String,
+    pub payload_fingerprint: String,
+    pub sent_at: Ms,
+    pub ended_at: Ms,
+    /// The wall clock (with any injected offset) when the attempt was sent.
+    pub wall_clock_ms: u64,
+    pub end: AttemptEnd,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum AttemptEnd {
+    /// The agent read an answer.
+    Answered(Answer),
+    /// The target answered, but the harness lost the answer on its way back.
+    Lost { mode: LossMode, dropped: Answer },
+    /// No answer: timeout, reset or refusal.
+    Failed { failure: CallFailure },
+}
+
+/// An answer as the agent read it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Answer {
+    pub status: u16,
+    pub outcome: Outcome,
+    pub receipt: Option<String>,
+    /// Whether the body carried a `result`.
+    pub disclosed_result: bool,
+    pub reason: Option<String>,
+}
+
+/// Jepsen's three ways an operation can end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JepsenType {
+    /// It happened.
+    Ok,
+    /// It definitely did not happen (as far as this attempt goes).
+    Fail,
+    /// Indeterminate.
+    Info,
+}
+
+impl Attempt {
+    /// The answer the agent acted on, if it got one.
+    pub fn answer(&self) -> Option<&Answer> {
+        match &self.end {
+            AttemptEnd::Answered(answer) => Some(answer),
+            _ => None,
+        }
+    }
+
+    pub fn jepsen_type(&self) -> JepsenType {
+        match self.answer().map(|answer| answer.outcome) {
+            Some(Outcome::Applied | Outcome::Replayed) => JepsenType::Ok,
+            Some(Outcome::Rejected | Outcome::Conflict | Outcome::Denied) => JepsenType::Fail,
+            _ => JepsenType::Info,
+        }
+    }
+
+    /// How the agent would describe this attempt's end in one word.
+    pub fn summary(&self) -> String {
+        match &self.end {
+            AttemptEnd::Answered(answer) => answer.outcome.to_string(),
+            AttemptEnd::Lost { mode, .. } => format!("lost ({mode})"),
+            AttemptEnd::Failed { failure } => failure.to_string(),
+        }
+    }
+
+    /// Whether `at` falls while this attempt was in flight.
+    pub fn spans(&self, at: Ms) -> bool {
+        self.sent_at <= at && at <= self.ended_at
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FaultEvent {
+    pub at: Ms,
+    /// Index into the scenario's faults; `None` for consequences such as a restart.
+    pub fault: Option<usize>,
+    pub description: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuthDecision {
+    pub at: Ms,
+    pub active: bool,
+    /// The tools the token was granted at that moment.
+    pub scope: String,
+}
+
+/// The provider's ground truth.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ledger {
+    pub dispatches: Vec<Dispatch>,
+    pub effects: Vec<Effect>,
+}
+
+/// A request that reached the provider's `POST /effects/{tool}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dispatch {
+    /// 1-based, as `nth` counts dispatches.
+    pub number: u32,
+    pub at: Ms,
+    pub tool: String,
+    pub subject: Option<String>,
+    pub key: Option<String>,
+    pub payload_fingerprint: String,
+    pub disposition: Disposition,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Disposition {
+    /// A new effect.
+    Committed { receipt: String },
+    /// A keyed provider answered from its idempotency store; no new effect.
+    Replayed { receipt: String },
+    /// A keyed provider refused a key reused with another body (422).
+    KeyConflict,
+    /// A fault kept the provider from acting on it.
+    Dropped,
+    /// The body was not JSON.
+    Malformed,
+}
+
+/// A side effect that really happened downstream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Effect {
+    pub at: Ms,
+    pub dispatch: u32,
+    pub subject: Option<String>,
+    pub receipt: String,
+    pub payload_fingerprint: String,
+    /// The provider's wall clock (with any injected offset) at commit.
+    pub wall_clock_ms: u64,
+}

@@ -1,0 +1,32 @@
+//! chaos: a fault-injection harness that proves whether an idempotency layer holds.
+//!
+//! The layout follows the data; each stage sees only the previous one's output:
+//!
+//! ```text
+//! scenarios/*.toml --scenario--> Scenario --plan--> Trial (per target and seed)
+//!     --sim (run)--> History + Ledger --check--> Verdict --report--> Summary
+//!     --render--> table | json
+//! ```
+//!
+//! - [`scenario`]: strict TOML parsing and validation, [`fault`] the fault schedule as data;
+//! - [`plan`]: keys, subjects, payload bytes and timeouts of one trial;
+//! - [`sim`]: the deterministic turmoil simulation of one trial, driving the
+//!   harness's [`roles`] (agent, provider, authority, nemesis) and a target;
+//! - [`history`]: what the run produced: the agent's history and the provider's ledger;
+//! - [`check`]: the checkers, turning history + ledger into a verdict;
+//! - [`runner`]: runs every (scenario, target, seed) trial, on every core;
+//! - [`report`]: the summary of a run and its renderings;
+//! - [`targets`]: the reference targets by name; [`bench`]: `chaos bench`.
+
+pub mod bench;
+pub mod check;
+pub mod exit;
+pub mod fault;
+pub mod history;
+pub mod plan;
+pub mod report;
+pub mod roles;
+pub mod runner;
+pub mod scenario;
+pub mod sim;
+pub mod targets;

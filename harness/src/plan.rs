@@ -1,0 +1,231 @@
+//! Stage 2: the plan. A scenario, a target and a seed become a [`Trial`]: every
+//! operation key, subject, payload byte and timeout the run will use, decided
+//! before anything runs.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use bytes::Bytes;
+use chaos_kit::canonical::payload_fingerprint;
+use chaos_kit::protocol::Outcome;
+
+use crate::scenario::{PayloadVariant, Scenario};
+
+/// Who the agent acts as. The target learns tenant and actor from the
+/// authority, never from these constants or the arguments.
+pub const TENANT: &str = "north";
+pub const ACTOR: &str = "agent-7";
+/// Tools granted to the agent's token besides the scenario's own.
+pub const BASE_SCOPE: &str = "read_invoice";
+
+/// Timeouts and latencies of one transport. The simulator's are short because
+/// every simulated millisecond is a step of work; live ones are real time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    pub tick: Duration,
+    pub min_latency: Duration,
+    pub max_latency: Duration,
+    /// Suggested to the target for each of its upstream calls.
+    pub upstream_timeout: Duration,
+    /// How long the agent waits for one attempt's answer.
+    pub agent_timeout: Duration,
+    /// How long a "held" answer is held: well past the receiver's timeout.
+    pub hold: Duration,
+    /// Agent pause between attempts, drawn uniformly from this range.
+    pub backoff_min: Duration,
+    pub backoff_max: Duration,
+}
+
+impl Timing {
+    pub fn simulated(scenario: &Scenario) -> Timing {
+        let upstream_timeout = Duration::from_millis(10);
+        // The target's worst case is an authority call plus one upstream timeout
+        // plus a reconcile; the agent must outlast it, or it would call honest
+        // slowness a lost answer.
+        let agent_timeout = upstream_timeout * 4 + scenario.network.max_latency * 8;
+        Timing {
+            tick: Duration::from_millis(1),
+            min_latency: scenario.network.min_latency,
+            max_latency: scenario.network.max_latency,
+            upstream_timeout,
+            agent_timeout,
+            hold: agent_timeout + upstream_timeout,
+            backoff_min: Duration::from_millis(2),
+            backoff_max: Duration::from_millis(5),
+        }
+    }
+}
+
+/// One logical operation of the workload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Operation {
+    pub name: String,
+    /// The Idempotency-Key the agent sends on every attempt.
+    pub key: String,
+    /// The value of the subject field; how the provider attributes effects.
+    pub subject: String,
+    /// Fingerprint of the payload of the operation's first call: what was approved.
+    pub approved_fingerprint: String,
+}
+
+/// One call step, with its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedCall {
+    /// 1-based, as `after-call` counts.
+    pub number: u32,
+    pub operation: usize,
+    pub variant: PayloadVariant,
+    pub payload: Bytes,
+    pub fingerprint: String,
+    pub attempts: u32,
+    pub concurrency: u32,
+    pub expect: Option<BTreeSet<Outcome>>,
+}
+
+/// Everything one run needs: one scenario, one seed, one target's worth of data.
+#[derive(Debug, Clone)]
+pub struct Trial<'a> {
+    pub scenario: &'a Scenario,
+    pub seed: u64,
+    pub timing: Timing,
+    pub operations: Vec<Operation>,
+    pub calls: Vec<PlannedCall>,
+    pub token: String,
+}
+
+impl<'a> Trial<'a> {
+    pub fn new(scenario: &'a Scenario, seed: u64, timing: Timing) -> Trial<'a> {
+        let operations: Vec<Operation> = scenario
+            .operations()
+            .into_iter()
+            .map(|name| {
+                let subject = format!("inv-{name}-{seed:x}");
+                let first_variant = scenario
+                    .calls
+                    .iter()
+                    .find(|call| call.operation == name)
+                    .map(|call| call.payload)
+                    .unwrap_or(PayloadVariant::Original);
+                let approved = payload(
+                    &scenario.workload.subject_field,
+                    name,
+                    &subject,
+                    first_variant,
+                );
+                Operation {
+                    name: name.to_owned(),
+                    key: format!("op-{name}-{seed:x}"),
+                    approved_fingerprint: payload_fingerprint(&approved),
+                    subject,
+                }
+            })
+            .collect();
+
+        let calls = scenario
+            .calls
+            .iter()
+            .enumerate()
+            .map(|(index, call)| {
+                let operation = operations
+                    .iter()
+                    .position(|op| op.name == call.operation)
+                    .expect("every call's operation was collected above");
+                let bytes = payload(
+                    &scenario.workload.subject_field,
+                    &call.operation,
+                    &operations[operation].subject,
+                    call.payload,
+                );
+                PlannedCall {
+                    number: index as u32 + 1,
+                    operation,
+                    variant: call.payload,
+                    fingerprint: payload_fingerprint(&bytes),
+                    payload: bytes,
+                    attempts: call.attempts,
+                    concurrency: call.concurrency,
+                    expect: call.expect.clone(),
+                }
+            })
+            .collect();
+
+        Trial {
+            scenario,
+            seed,
+            timing,
+            operations,
+            calls,
+            token: format!("tok-{seed:x}"),
+        }
+    }
+
+    /// The scope granted to the agent's token.
+    pub fn scope(&self) -> String {
+        format!("{BASE_SCOPE} {}", self.scenario.workload.tool)
+    }
+
+    /// The operation a subject value belongs to.
+    pub fn operation_of_subject(&self, subject: &str) -> Option<usize> {
+        self.operations.iter().position(|op| op.subject == subject)
+    }
+}
+
+/// The attempt id of one transport attempt: unique within the run, and across
+/// runs with different seeds.
+pub fn attempt_id(seed: u64, call: u32, worker: u32, attempt: u32) -> String {
+    format!("att-{seed:x}-{call}-{worker}-{attempt}")
+}
+
+/// The JSON arguments of an operation. `Equivalent` is the original with keys
+/// in another order and other whitespace: byte-different, meaning-equal.
+pub fn payload(
+    subject_field: &str,
+    operation: &str,
+    subject: &str,
+    variant: PayloadVariant,
+) -> Bytes {
+    let subject_json = serde_json::to_string(subject).expect("strings serialise");
+    let field = serde_json::to_string(subject_field).expect("strings serialise");
+    let recipient = match variant {
+        PayloadVariant::Changed => format!("\"collections@{operation}.example\""),
+        _ => format!("\"billing@{operation}.example\""),
+    };
+    let message = format!("\"Invoice {} is overdue.\"", subject);
+    let text = match variant {
+        PayloadVariant::Original | PayloadVariant::Changed => format!(
+            "{{{field}:{subject_json},\"recipient\":{recipient},\"amount_cents\":4999,\"message\":{message}}}"
+        ),
+        PayloadVariant::Equivalent => format!(
+            "{{\n  \"message\" : {message},\n  \"amount_cents\" : 4999,\n  \"recipient\" : {recipient},\n  {field} : {subject_json}\n}}"
+        ),
+    };
+    Bytes::from(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equivalent_payloads_share_the_fingerprint_and_changed_ones_do_not() {
+        let original = payload("invoice", "a", "inv-a", PayloadVariant::Original);
+        let equivalent = payload("invoice", "a", "inv-a", PayloadVariant::Equivalent);
+        let changed = payload("invoice", "a", "inv-a", PayloadVariant::Changed);
+        assert_ne!(original, equivalent);
+        assert_eq!(
+            payload_fingerprint(&original),
+            payload_fingerprint(&equivalent)
+        );
+        assert_ne!(
+            payload_fingerprint(&original),
+            payload_fingerprint(&changed)
+        );
+    }
+
+    #[test]
+    fn payloads_are_json_with_the_subject() {
+        let bytes = payload("invoice", "a", "inv-a-1", PayloadVariant::Equivalent);
+        let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(value["invoice"], "inv-a-1");
+    }
+}

@@ -1,0 +1,128 @@
+//! The authority: RFC 7662-style token introspection. Revocation is a fault the
+//! nemesis applies here; the target only learns of it by asking.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use chaos_kit::http::{Abort, Request, Response};
+use chaos_kit::protocol::Introspection;
+
+use crate::fault::Grant;
+use crate::history::AuthDecision;
+use crate::roles::clock::Timeline;
+
+#[derive(Debug, Clone)]
+struct TokenGrant {
+    active: bool,
+    sub: String,
+    tenant: String,
+    scope: Vec<String>,
+}
+
+pub struct Authority {
+    timeline: Arc<dyn Timeline>,
+    grants: Mutex<BTreeMap<String, TokenGrant>>,
+    decisions: Mutex<Vec<AuthDecision>>,
+}
+
+impl Authority {
+    pub fn new(timeline: Arc<dyn Timeline>) -> Authority {
+        Authority {
+            timeline,
+            grants: Mutex::new(BTreeMap::new()),
+            decisions: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Issues `token` to `sub` of `tenant` with a space-separated `scope`.
+    pub fn grant(&self, token: &str, sub: &str, tenant: &str, scope: &str) {
+        lock(&self.grants).insert(
+            token.to_owned(),
+            TokenGrant {
+                active: true,
+                sub: sub.to_owned(),
+                tenant: tenant.to_owned(),
+                scope: scope.split_whitespace().map(str::to_owned).collect(),
+            },
+        );
+    }
+
+    /// Takes away `grant` from `token` for `tool`.
+    pub fn revoke(&self, token: &str, grant: Grant, tool: &str) {
+        if let Some(token_grant) = lock(&self.grants).get_mut(token) {
+            match grant {
+                Grant::Token => token_grant.active = false,
+                Grant::Scope => token_grant.scope.retain(|granted| granted != tool),
+            }
+        }
+    }
+
+    pub fn decisions(&self) -> Vec<AuthDecision> {
+        lock(&self.decisions).clone()
+    }
+
+    pub fn introspect(&self, token: &str) -> Introspection {
+        let introspection = match lock(&self.grants).get(token) {
+            Some(grant) if grant.active => Introspection {
+                active: true,
+                sub: Some(grant.sub.clone()),
+                tenant: Some(grant.tenant.clone()),
+                scope: Some(grant.scope.join(" ")),
+            },
+            _ => Introspection::default(),
+        };
+        lock(&self.decisions).push(AuthDecision {
+            at: self.timeline.now(),
+            active: introspection.active,
+            scope: introspection.scope.clone().unwrap_or_default(),
+        });
+        introspection
+    }
+
+    pub async fn handle(self: Arc<Self>, request: Request) -> Result<Response, Abort> {
+        if request.method == "GET" && request.path == "/healthz" {
+            return Ok(Response::new(200));
+        }
+        if request.method != "POST" || request.path != "/introspect" {
+            return Ok(Response::new(404));
+        }
+        let body = String::from_utf8_lossy(&request.body);
+        let token = body
+            .split('&')
+            .find_map(|pair| pair.strip_prefix("token="))
+            .unwrap_or("");
+        Ok(Response::json(200, &self.introspect(token)))
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Zero;
+    impl Timeline for Zero {
+        fn now(&self) -> u64 {
+            0
+        }
+    }
+
+    #[test]
+    fn revocation_and_scope_removal() {
+        let authority = Authority::new(Arc::new(Zero));
+        authority.grant("t", "agent", "north", "read send");
+        assert!(authority.introspect("t").allows("send"));
+        authority.revoke("t", Grant::Scope, "send");
+        assert!(!authority.introspect("t").allows("send"));
+        assert!(authority.introspect("t").allows("read"));
+        authority.revoke("t", Grant::Token, "send");
+        assert!(!authority.introspect("t").active);
+        assert!(!authority.introspect("unknown").active);
+        assert_eq!(authority.decisions().len(), 5);
+    }
+}

@@ -1,0 +1,318 @@
+//! A minimal HTTP/1.1 layer over any [`crate::net`] transport.
+//!
+//! Handlers see whole requests and return whole responses: tool calls are small
+//! JSON documents, and buffering keeps the handler code free of streaming detail.
+//! Every outbound call opens a fresh connection and is bounded by a timeout,
+//! because a lost segment must never stall a caller forever.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+
+use crate::net::{BoxFuture, Listener, Network};
+
+/// An inbound or outbound request, fully buffered.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    pub method: String,
+    /// The path without the query string.
+    pub path: String,
+    pub query: Option<String>,
+    /// Header names in lower case.
+    pub headers: BTreeMap<String, String>,
+    pub body: Bytes,
+}
+
+impl Request {
+    pub fn post(path: impl Into<String>, body: impl Into<Bytes>) -> Self {
+        Request {
+            method: "POST".into(),
+            path: path.into(),
+            body: body.into(),
+            ..Request::default()
+        }
+    }
+
+    pub fn get(path_and_query: &str) -> Self {
+        let (path, query) = match path_and_query.split_once('?') {
+            Some((path, query)) => (path.to_owned(), Some(query.to_owned())),
+            None => (path_and_query.to_owned(), None),
+        };
+        Request {
+            method: "GET".into(),
+            path,
+            query,
+            ..Request::default()
+        }
+    }
+
+    pub fn header(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.headers.insert(name.to_ascii_lowercase(), value.into());
+        self
+    }
+
+    pub fn header_value(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(String::as_str)
+    }
+
+    /// The value of `name` in the query string (no percent-decoding: the
+    /// harness only puts URL-safe keys there).
+    pub fn query_param(&self, name: &str) -> Option<&str> {
+        self.query.as_deref()?.split('&').find_map(|pair| {
+            let (key, value) = pair.split_once('=')?;
+            (key == name).then_some(value)
+        })
+    }
+}
+
+/// A response, fully buffered.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Response {
+    pub status: u16,
+    pub headers: BTreeMap<String, String>,
+    pub body: Bytes,
+}
+
+impl Response {
+    pub fn new(status: u16) -> Self {
+        Response {
+            status,
+            ..Response::default()
+        }
+    }
+
+    pub fn json(status: u16, value: &impl serde::Serialize) -> Self {
+        let body = serde_json::to_vec(value).expect("serialising a response body cannot fail");
+        Response::new(status)
+            .header("content-type", "application/json")
+            .body(body)
+    }
+
+    pub fn header(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.headers.insert(name.to_ascii_lowercase(), value.into());
+        self
+    }
+
+    pub fn body(mut self, body: impl Into<Bytes>) -> Self {
+        self.body = body.into();
+        self
+    }
+
+    pub fn header_value(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(String::as_str)
+    }
+}
+
+/// What a handler may do instead of answering: close the connection with no
+/// response at all, as a crashed or reset peer would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Abort;
+
+impl std::fmt::Display for Abort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("connection aborted by the handler")
+    }
+}
+
+impl std::error::Error for Abort {}
+
+pub type Handler =
+    Arc<dyn Fn(Request) -> BoxFuture<'static, Result<Response, Abort>> + Send + Sync>;
+
+/// Wraps an async closure as a [`Handler`].
+pub fn handler<F, Fut>(f: F) -> Handler
+where
+    F: Fn(Request) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Response, Abort>> + Send + 'static,
+{
+    Arc::new(move |request| Box::pin(f(request)))
+}
+
+/// Serves HTTP/1.1 on `listener` until `shutdown` completes. Each connection is
+/// its own task, so a handler that holds its answer blocks nobody else.
+pub async fn serve(
+    mut listener: impl Listener,
+    shutdown: impl Future<Output = ()>,
+    handler: Handler,
+) -> io::Result<()> {
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            biased;
+            _ = &mut shutdown => return Ok(()),
+            accepted = listener.accept() => accepted?,
+        };
+        let handler = handler.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+                let handler = handler.clone();
+                async move {
+                    let request = read_request(request).await.map_err(|_| Abort)?;
+                    let response = handler(request).await?;
+                    Ok::<_, Abort>(into_hyper_response(response))
+                }
+            });
+            // A failed connection (peer reset, handler abort) concerns only that peer.
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+async fn read_request(request: hyper::Request<Incoming>) -> Result<Request, hyper::Error> {
+    let (parts, body) = request.into_parts();
+    let body = body.collect().await?.to_bytes();
+    Ok(Request {
+        method: parts.method.as_str().to_owned(),
+        path: parts.uri.path().to_owned(),
+        query: parts.uri.query().map(str::to_owned),
+        headers: lower_case_headers(&parts.headers),
+        body,
+    })
+}
+
+fn lower_case_headers(headers: &hyper::HeaderMap) -> BTreeMap<String, String> {
+    headers
+        .iter()
+        .filter_map(|(name, value)| {
+            Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
+        })
+        .collect()
+}
+
+fn into_hyper_response(response: Response) -> hyper::Response<Full<Bytes>> {
+    let mut builder = hyper::Response::builder().status(response.status);
+    for (name, value) in &response.headers {
+        builder = builder.header(name, value);
+    }
+    builder
+        .body(Full::new(response.body))
+        .unwrap_or_else(|_| internal_error())
+}
+
+fn internal_error() -> hyper::Response<Full<Bytes>> {
+    let mut response = hyper::Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = hyper::StatusCode::INTERNAL_SERVER_ERROR;
+    response
+}
+
+/// Why an outbound call produced no response.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum CallFailure {
+    /// Nothing came back within the timeout: the request may or may not have
+    /// been processed.
+    Timeout,
+    /// The connection closed before a response: likewise ambiguous.
+    Reset,
+    /// Nobody was listening: the request was certainly not processed.
+    Refused,
+}
+
+impl CallFailure {
+    fn from_io(error: &io::Error) -> CallFailure {
+        match error.kind() {
+            io::ErrorKind::ConnectionRefused => CallFailure::Refused,
+            _ => CallFailure::Reset,
+        }
+    }
+}
+
+impl std::fmt::Display for CallFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CallFailure::Timeout => "timed out",
+            CallFailure::Reset => "connection reset",
+            CallFailure::Refused => "connection refused",
+        })
+    }
+}
+
+/// Sends `request` to `host_port` over a fresh connection and waits at most
+/// `timeout` for the whole response.
+pub async fn call(
+    network: &dyn Network,
+    host_port: &str,
+    request: Request,
+    timeout: Duration,
+) -> Result<Response, CallFailure> {
+    match tokio::time::timeout(timeout, call_unbounded(network, host_port, request)).await {
+        Ok(result) => result,
+        Err(_) => Err(CallFailure::Timeout),
+    }
+}
+
+async fn call_unbounded(
+    network: &dyn Network,
+    host_port: &str,
+    request: Request,
+) -> Result<Response, CallFailure> {
+    let stream = network
+        .connect(host_port)
+        .await
+        .map_err(|error| CallFailure::from_io(&error))?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream))
+            .await
+            .map_err(|_| CallFailure::Reset)?;
+
+    let mut builder = hyper::Request::builder()
+        .method(request.method.as_str())
+        .uri(match &request.query {
+            Some(query) => format!("{}?{}", request.path, query),
+            None => request.path.clone(),
+        })
+        .header("host", host_port);
+    for (name, value) in &request.headers {
+        builder = builder.header(name, value);
+    }
+    let hyper_request = builder
+        .body(Full::new(request.body))
+        .map_err(|_| CallFailure::Reset)?;
+
+    // Drive the connection and the exchange together, without spawning: when the
+    // exchange ends (or the timeout drops this future) the connection is dropped
+    // with it, and nothing lingers in the runtime.
+    let exchange = async move {
+        let response = sender
+            .send_request(hyper_request)
+            .await
+            .map_err(|_| CallFailure::Reset)?;
+        let (parts, body) = response.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|_| CallFailure::Reset)?
+            .to_bytes();
+        Ok(Response {
+            status: parts.status.as_u16(),
+            headers: lower_case_headers(&parts.headers),
+            body,
+        })
+    };
+    tokio::pin!(exchange);
+    tokio::pin!(connection);
+    let mut connection_open = true;
+    loop {
+        tokio::select! {
+            biased;
+            result = &mut exchange => return result,
+            _ = &mut connection, if connection_open => connection_open = false,
+        }
+    }
+}
+
+/// An infallible handler result, for handlers that never abort.
+pub fn ok(response: Response) -> Result<Response, Abort> {
+    Ok(response)
+}

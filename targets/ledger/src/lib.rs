@@ -1,0 +1,289 @@
+//! `ledger`: the idempotency layer done right, as the seed articles describe it.
+//!
+//! For every tool call it:
+//!
+//! 1. re-checks authorization at the authority on every attempt, replays
+//!    included, and takes tenant and actor from there, never from arguments;
+//! 2. scopes the operation by (tenant, tool, Idempotency-Key) and binds it to a
+//!    fingerprint of the canonical payload, so a changed payload is a conflict
+//!    and a reordered one is the same operation;
+//! 3. claims the operation atomically on durable storage *before* dispatching,
+//!    so concurrent attempts cannot both dispatch, and a crash leaves evidence;
+//! 4. dispatches with a downstream key derived from the scope, the same on
+//!    every attempt and after every restart;
+//! 5. records outcomes honestly: `pending` while in flight, `unknown` when the
+//!    provider's answer was lost, `succeeded`/`rejected` when known;
+//! 6. reconciles an unknown outcome using what the provider's contract allows
+//!    (lookup by key, or a keyed re-send inside the provider's retention), and
+//!    otherwise keeps saying `unknown` rather than guessing.
+//!
+//! State on the [`Disk`] survives a crash; the set of attempts in flight is
+//! process memory and is lost with it, which is exactly how a stale claim left
+//! by a dead worker is recognised.
+
+mod record;
+
+use std::collections::BTreeSet;
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chaos_kit::canonical;
+use chaos_kit::clock::millis;
+use chaos_kit::disk::Disk;
+use chaos_kit::http::{self, Abort, Request, Response};
+use chaos_kit::net::Listener;
+use chaos_kit::protocol::{AnswerBody, Outcome, ProviderProfile, IDEMPOTENCY_KEY};
+use chaos_kit::target::{self, TargetInfo};
+use chaos_kit::upstream::{self, Dispatch, Lookup};
+use chaos_kit::TargetEnv;
+
+pub use record::{Record, RecordState};
+
+/// How long an operation is remembered. Past it, a retry is a new operation.
+pub const RETENTION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+pub fn info() -> TargetInfo {
+    TargetInfo {
+        name: "ledger".into(),
+        summary: "durable claim per (tenant, tool, key), payload fingerprint, honest states, reconcile, authz on every attempt".into(),
+        retention: Some(RETENTION),
+    }
+}
+
+struct Ledger {
+    env: TargetEnv,
+    disk: Arc<dyn Disk>,
+    /// Scopes with an attempt being worked on by this process right now.
+    in_flight: Mutex<BTreeSet<String>>,
+}
+
+pub async fn serve(
+    listener: impl Listener,
+    shutdown: impl std::future::Future<Output = ()>,
+    env: TargetEnv,
+) -> io::Result<()> {
+    let ledger = Arc::new(Ledger {
+        disk: env.disk.clone(),
+        env,
+        in_flight: Mutex::new(BTreeSet::new()),
+    });
+    http::serve(
+        listener,
+        shutdown,
+        http::handler(move |request| {
+            let ledger = ledger.clone();
+            async move { Ok::<_, Abort>(ledger.handle(request).await) }
+        }),
+    )
+    .await
+}
+
+impl Ledger {
+    async fn handle(&self, request: Request) -> Response {
+        if target::is_health_check(&request) {
+            return Response::new(200);
+        }
+        let Some(tool) = target::tool_call(&request) else {
+            return target::not_found();
+        };
+        target::answer(self.tool_call(tool, &request).await)
+    }
+
+    async fn tool_call(&self, tool: &str, request: &Request) -> AnswerBody {
+        let Some(key) = request.header_value(IDEMPOTENCY_KEY) else {
+            return rejected("an Idempotency-Key header is required");
+        };
+
+        // 1. Authorization, every attempt, before anything is read or replayed.
+        let Some(token) = upstream::bearer_token(request) else {
+            return AnswerBody::outcome(Outcome::Denied);
+        };
+        let grant = match upstream::introspect(&self.env, token).await {
+            Some(grant) if grant.allows(tool) => grant,
+            Some(_) => return AnswerBody::outcome(Outcome::Denied),
+            // Not a denial: nothing is known about the caller. Nothing is done either.
+            None => return unknown("authority unreachable; nothing was done"),
+        };
+        let tenant = grant.tenant.unwrap_or_default();
+
+        // 2. Scope and payload binding.
+        let Some(payload) = canonical::canonicalize(&request.body) else {
+            return rejected("arguments are not JSON");
+        };
+        let scope = format!("{tenant}/{tool}/{key}");
+        let now = self.env.clock.now_ms();
+
+        // 3. The atomic claim.
+        let fresh = Record::pending(&scope, &payload, now);
+        self.forget_if_expired(&scope, now);
+        if self.disk.insert_if_absent(&scope, &fresh.encode()) {
+            let _guard = self.enter(&scope);
+            return self.dispatch(tool, &scope, fresh).await;
+        }
+        let Some(existing) = self.load(&scope) else {
+            return unknown("the operation record could not be read");
+        };
+        if existing.fingerprint != fresh.fingerprint {
+            return AnswerBody::outcome(Outcome::Conflict)
+                .with_reason("this Idempotency-Key was used with a different payload");
+        }
+        match &existing.state {
+            RecordState::Succeeded { receipt } => AnswerBody::outcome(Outcome::Replayed)
+                .with_result(target::tool_result(tool, receipt))
+                .with_receipt(receipt.clone()),
+            RecordState::Rejected { reason } => rejected(reason),
+            RecordState::Pending | RecordState::Unknown => match self.try_enter(&scope) {
+                None => AnswerBody::outcome(Outcome::Pending)
+                    .with_reason("another attempt of this operation is in flight"),
+                Some(_guard) => self.reconcile(tool, &scope, existing).await,
+            },
+        }
+    }
+
+    /// Step 4: dispatch under the scope's downstream key and record what came back.
+    async fn dispatch(&self, tool: &str, scope: &str, record: Record) -> AnswerBody {
+        let result = upstream::dispatch(
+            &self.env,
+            tool,
+            &record.downstream_key,
+            record.payload.clone().into(),
+        )
+        .await;
+        self.settle(tool, scope, record, result)
+    }
+
+    fn settle(&self, tool: &str, scope: &str, mut record: Record, result: Dispatch) -> AnswerBody {
+        let answer = match result {
+            Dispatch::Accepted { receipt, replayed } => {
+                record.state = RecordState::Succeeded {
+                    receipt: receipt.clone(),
+                };
+                let outcome = if replayed {
+                    Outcome::Replayed
+                } else {
+                    Outcome::Applied
+                };
+                AnswerBody::outcome(outcome)
+                    .with_result(target::tool_result(tool, &receipt))
+                    .with_receipt(receipt)
+            }
+            Dispatch::Refused { status } => {
+                let reason = format!("the provider refused the effect with status {status}");
+                record.state = RecordState::Rejected {
+                    reason: reason.clone(),
+                };
+                rejected(&reason)
+            }
+            // 5. The provider may have acted: say so, and reconcile on the next attempt.
+            Dispatch::Ambiguous(_) => {
+                record.state = RecordState::Unknown;
+                unknown("the provider's answer was lost; the effect may have happened")
+            }
+        };
+        self.disk.put(scope, &record.encode());
+        answer
+    }
+
+    /// Step 6: learn the outcome of a dispatch whose answer was lost (or whose worker
+    /// died), using only what the provider's contract makes safe.
+    async fn reconcile(&self, tool: &str, scope: &str, record: Record) -> AnswerBody {
+        let contract = self.env.provider_contract;
+        match contract.profile {
+            ProviderProfile::Lookup => {
+                match upstream::lookup(&self.env, &record.downstream_key).await {
+                    Lookup::Found { receipt } => self.settle(
+                        tool,
+                        scope,
+                        record,
+                        Dispatch::Accepted {
+                            receipt,
+                            replayed: true,
+                        },
+                    ),
+                    // The earlier dispatch never took effect: doing it now is the first time.
+                    Lookup::NotFound => self.dispatch(tool, scope, record).await,
+                    Lookup::Unsupported | Lookup::Failed => {
+                        unknown("the provider could not be asked about the earlier dispatch")
+                    }
+                }
+            }
+            ProviderProfile::Keyed => {
+                let age = self.env.clock.now_ms().saturating_sub(record.created_at_ms);
+                let inside_provider_retention = contract
+                    .retention
+                    .is_none_or(|retention| age < millis(retention));
+                if inside_provider_retention {
+                    // Re-sending under the same key inside the provider's retention is
+                    // the provider's documented way to learn the first answer.
+                    self.dispatch(tool, scope, record).await
+                } else {
+                    unknown(
+                        "the provider no longer remembers the key; the outcome cannot be learned",
+                    )
+                }
+            }
+            ProviderProfile::Blind => unknown(
+                "the provider offers no way to learn whether the earlier dispatch took effect",
+            ),
+        }
+    }
+
+    /// Drops a record older than [`RETENTION`]: past it, the declared policy is
+    /// that a retry is a new operation.
+    fn forget_if_expired(&self, scope: &str, now: u64) {
+        if let Some(record) = self.load(scope) {
+            if now.saturating_sub(record.created_at_ms) >= millis(RETENTION) {
+                self.disk.remove(scope);
+            }
+        }
+    }
+
+    fn load(&self, scope: &str) -> Option<Record> {
+        Record::decode(&self.disk.get(scope)?)
+    }
+
+    fn enter(&self, scope: &str) -> InFlight<'_> {
+        lock(&self.in_flight).insert(scope.to_owned());
+        InFlight {
+            ledger: self,
+            scope: scope.to_owned(),
+        }
+    }
+
+    fn try_enter(&self, scope: &str) -> Option<InFlight<'_>> {
+        if !lock(&self.in_flight).insert(scope.to_owned()) {
+            return None;
+        }
+        Some(InFlight {
+            ledger: self,
+            scope: scope.to_owned(),
+        })
+    }
+}
+
+/// Marks a scope as worked on by this process until dropped.
+struct InFlight<'a> {
+    ledger: &'a Ledger,
+    scope: String,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        lock(&self.ledger.in_flight).remove(&self.scope);
+    }
+}
+
+fn rejected(reason: &str) -> AnswerBody {
+    AnswerBody::outcome(Outcome::Rejected).with_reason(reason)
+}
+
+fn unknown(reason: &str) -> AnswerBody {
+    AnswerBody::outcome(Outcome::Unknown).with_reason(reason)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}

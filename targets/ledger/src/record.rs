@@ -1,0 +1,75 @@
+//! The durable record of one operation.
+
+use chaos_kit::canonical;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Fingerprint of the canonical payload the operation was claimed with.
+    pub fingerprint: String,
+    /// The canonical payload itself, so a restarted worker can re-send it.
+    pub payload: String,
+    /// The key the provider sees: derived from the scope, so it is the same on
+    /// every attempt and after every restart.
+    pub downstream_key: String,
+    pub created_at_ms: u64,
+    pub state: RecordState,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum RecordState {
+    /// Claimed; the dispatch has not been answered.
+    Pending,
+    /// Dispatched, and the answer was lost: the effect may have happened.
+    Unknown,
+    Succeeded {
+        receipt: String,
+    },
+    Rejected {
+        reason: String,
+    },
+}
+
+impl Record {
+    pub fn pending(scope: &str, canonical_payload: &str, now_ms: u64) -> Record {
+        Record {
+            fingerprint: canonical::fingerprint(canonical_payload),
+            payload: canonical_payload.to_owned(),
+            downstream_key: format!("ledger-{}", canonical::fingerprint(scope)),
+            created_at_ms: now_ms,
+            state: RecordState::Pending,
+        }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a record always serialises")
+    }
+
+    pub fn decode(bytes: &[u8]) -> Option<Record> {
+        serde_json::from_slice(bytes).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_downstream_key_depends_on_the_scope_only() {
+        let first = Record::pending("t/send/k1", r#"{"a":1}"#, 0);
+        let retry = Record::pending("t/send/k1", r#"{"a":2}"#, 99);
+        let other = Record::pending("t/send/k2", r#"{"a":1}"#, 0);
+        assert_eq!(first.downstream_key, retry.downstream_key);
+        assert_ne!(first.downstream_key, other.downstream_key);
+    }
+
+    #[test]
+    fn records_survive_encoding() {
+        let mut record = Record::pending("t/send/k1", r#"{"a":1}"#, 5);
+        record.state = RecordState::Succeeded {
+            receipt: "r-1".into(),
+        };
+        assert_eq!(Record::decode(&record.encode()), Some(record));
+    }
+}
