@@ -12,9 +12,9 @@ use chaos_kit::protocol::Outcome;
 use chaos_kit::target::TargetInfo;
 use serde::{Deserialize, Serialize};
 
+use crate::history::RunOutput;
 use crate::history::{Answer, Attempt, AttemptEnd, Effect};
 use crate::plan::Trial;
-use crate::sim::RunOutput;
 
 /// pass / fail / unknown, ordered so that the worst is the greatest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -18,6 +18,15 @@ use crate::fault::LossMode;
 /// Milliseconds since the run started, on the run's own (simulated or real) time.
 pub type Ms = u64;
 
+/// What one run produced, by any transport.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunOutput {
+    pub history: History,
+    pub ledger: Ledger,
+    /// Why the run could not complete, when it could not.
+    pub error: Option<String>,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct History {
     pub attempts: Vec<Attempt>,

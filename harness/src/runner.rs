@@ -8,10 +8,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use rayon::prelude::*;
 
 use crate::check::{self, Status, Verdict};
+use crate::history::RunOutput;
 use crate::plan::{Timing, Trial};
 use crate::report::{CellSummary, SeedFailure, Summary};
 use crate::scenario::Scenario;
-use crate::sim::{self, RunOutput};
+use crate::sim;
 use crate::targets::ReferenceTarget;
 
 /// How many failing seeds per cell keep their full detail in the report.

@@ -19,7 +19,7 @@ use chaos_kit::disk::MemoryDisk;
 use chaos_kit::protocol::ProviderContract;
 use chaos_kit::TargetEnv;
 
-use crate::history::{History, Ledger, Ms};
+use crate::history::{History, Ms, RunOutput};
 use crate::plan::{Trial, ACTOR, TENANT};
 use crate::roles::agent::{self, AgentEnv, Script, StatusMapping};
 use crate::roles::authority::Authority;
@@ -40,15 +40,6 @@ pub const EPOCH_MS: u64 = 1_767_225_600_000;
 /// A run cannot take longer than this much simulated time; past it the run is
 /// cut short and judged `unknown`.
 const SIMULATION_LIMIT: Duration = Duration::from_secs(120);
-
-/// What one run produced.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RunOutput {
-    pub history: History,
-    pub ledger: Ledger,
-    /// Why the run could not complete, when it could not.
-    pub error: Option<String>,
-}
 
 /// Runs one trial against one reference target.
 pub fn simulate(trial: &Trial<'_>, target: &ReferenceTarget) -> RunOutput {
