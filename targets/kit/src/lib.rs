@@ -14,7 +14,8 @@
 //! - [`http`]: a minimal HTTP/1.1 server and client over any [`net`] transport;
 //! - [`upstream`]: typed clients for the provider and the authority;
 //! - [`canonical`]: canonical JSON and payload fingerprints;
-//! - [`target`]: routing and answering helpers, and [`target::TargetInfo`].
+//! - [`target`]: routing and answering helpers, and [`target::TargetInfo`];
+//! - [`process`]: the `CHAOS_*` environment a live target process is started with.
 
 pub mod canonical;
 pub mod clock;
@@ -22,6 +23,7 @@ pub mod disk;
 pub mod env;
 pub mod http;
 pub mod net;
+pub mod process;
 pub mod protocol;
 pub mod target;
 pub mod upstream;

@@ -17,11 +17,14 @@
 //!    (lookup by key, or a keyed re-send inside the provider's retention), and
 //!    otherwise keeps saying `unknown` rather than guessing.
 //!
-//! State on the [`Disk`] survives a crash; the set of attempts in flight is
-//! process memory and is lost with it, which is exactly how a stale claim left
-//! by a dead worker is recognised.
+//! Records live in a [`RecordStore`]: the simulator's disk, a directory of
+//! fsynced files (`file-ledger`), PostgreSQL (`postgres-ledger`) or Redis
+//! (`redis-ledger`); the logic above is this file, the same for all four. The
+//! set of attempts in flight is process memory and is lost in a crash, which
+//! is exactly how a stale claim left by a dead worker is recognised.
 
 mod record;
+pub mod store;
 
 use std::collections::BTreeSet;
 use std::io;
@@ -30,7 +33,6 @@ use std::time::Duration;
 
 use chaos_kit::canonical;
 use chaos_kit::clock::millis;
-use chaos_kit::disk::Disk;
 use chaos_kit::http::{self, Abort, Request, Response};
 use chaos_kit::net::Listener;
 use chaos_kit::protocol::{AnswerBody, Outcome, ProviderProfile, IDEMPOTENCY_KEY};
@@ -39,6 +41,7 @@ use chaos_kit::upstream::{self, Dispatch, Lookup};
 use chaos_kit::TargetEnv;
 
 pub use record::{Record, RecordState};
+pub use store::{Claim, DiskStore, RecordStore, Scope, StoreError};
 
 /// How long an operation is remembered. Past it, a retry is a new operation.
 pub const RETENTION: Duration = Duration::from_secs(7 * 24 * 60 * 60);
@@ -51,21 +54,37 @@ pub fn info() -> TargetInfo {
     }
 }
 
-struct Ledger {
+struct Ledger<S> {
     env: TargetEnv,
-    disk: Arc<dyn Disk>,
+    store: S,
+    retention: Duration,
     /// Scopes with an attempt being worked on by this process right now.
-    in_flight: Mutex<BTreeSet<String>>,
+    in_flight: Mutex<BTreeSet<Scope>>,
 }
 
+/// Serves the ledger with its records on the environment's disk, keeping them
+/// for [`RETENTION`]: the simulator's entry point.
 pub async fn serve(
     listener: impl Listener,
     shutdown: impl std::future::Future<Output = ()>,
     env: TargetEnv,
 ) -> io::Result<()> {
+    let store = DiskStore::new(env.disk.clone());
+    serve_with(listener, shutdown, env, store, RETENTION).await
+}
+
+/// Serves the ledger over any record store, remembering operations for `retention`.
+pub async fn serve_with<S: RecordStore>(
+    listener: impl Listener,
+    shutdown: impl std::future::Future<Output = ()>,
+    env: TargetEnv,
+    store: S,
+    retention: Duration,
+) -> io::Result<()> {
     let ledger = Arc::new(Ledger {
-        disk: env.disk.clone(),
         env,
+        store,
+        retention,
         in_flight: Mutex::new(BTreeSet::new()),
     });
     http::serve(
@@ -79,7 +98,7 @@ pub async fn serve(
     .await
 }
 
-impl Ledger {
+impl<S: RecordStore> Ledger<S> {
     async fn handle(&self, request: Request) -> Response {
         if target::is_health_check(&request) {
             return Response::new(200);
@@ -105,34 +124,40 @@ impl Ledger {
             // Not a denial: nothing is known about the caller. Nothing is done either.
             None => return unknown("authority unreachable; nothing was done"),
         };
-        let tenant = grant.tenant.unwrap_or_default();
 
         // 2. Scope and payload binding.
         let Some(payload) = canonical::canonicalize(&request.body) else {
             return rejected("arguments are not JSON");
         };
-        let scope = format!("{tenant}/{tool}/{key}");
+        let scope = Scope {
+            tenant: grant.tenant.unwrap_or_default(),
+            tool: tool.to_owned(),
+            key: key.to_owned(),
+        };
         let now = self.env.clock.now_ms();
 
         // 3. The atomic claim.
-        let fresh = Record::pending(&scope, &payload, now);
-        self.forget_if_expired(&scope, now);
-        if self.disk.insert_if_absent(&scope, &fresh.encode()) {
-            let _guard = self.enter(&scope);
-            return self.dispatch(tool, &scope, fresh).await;
-        }
-        let Some(existing) = self.load(&scope) else {
-            return unknown("the operation record could not be read");
+        let fresh = Record::pending(&scope.to_string(), &payload, now);
+        let claim = match self.forget_if_expired(&scope, now).await {
+            Ok(()) => self.store.claim(&scope, &fresh).await,
+            Err(error) => Err(error),
+        };
+        let existing = match claim {
+            Ok(Claim::Won) => {
+                let _guard = self.enter(&scope);
+                return self.dispatch(tool, &scope, fresh).await;
+            }
+            Ok(Claim::Taken(existing)) => existing,
+            Err(error) => return unknown(&format!("the record store failed ({error}); nothing was done")),
         };
         if existing.fingerprint != fresh.fingerprint {
             return AnswerBody::outcome(Outcome::Conflict)
                 .with_reason("this Idempotency-Key was used with a different payload");
         }
         match &existing.state {
-            RecordState::Succeeded { receipt } => AnswerBody::outcome(Outcome::Replayed)
-                .with_result(target::tool_result(tool, receipt))
-                .with_receipt(receipt.clone()),
-            RecordState::Rejected { reason } => rejected(reason),
+            RecordState::Succeeded { .. } | RecordState::Rejected { .. } => {
+                answer_from(tool, &existing)
+            }
             RecordState::Pending | RecordState::Unknown => match self.try_enter(&scope) {
                 None => AnswerBody::outcome(Outcome::Pending)
                     .with_reason("another attempt of this operation is in flight"),
@@ -142,7 +167,7 @@ impl Ledger {
     }
 
     /// Step 4: dispatch under the scope's downstream key and record what came back.
-    async fn dispatch(&self, tool: &str, scope: &str, record: Record) -> AnswerBody {
+    async fn dispatch(&self, tool: &str, scope: &Scope, record: Record) -> AnswerBody {
         let result = upstream::dispatch(
             &self.env,
             tool,
@@ -150,10 +175,16 @@ impl Ledger {
             record.payload.clone().into(),
         )
         .await;
-        self.settle(tool, scope, record, result)
+        self.settle(tool, scope, record, result).await
     }
 
-    fn settle(&self, tool: &str, scope: &str, mut record: Record, result: Dispatch) -> AnswerBody {
+    async fn settle(
+        &self,
+        tool: &str,
+        scope: &Scope,
+        mut record: Record,
+        result: Dispatch,
+    ) -> AnswerBody {
         let answer = match result {
             Dispatch::Accepted { receipt, replayed } => {
                 record.state = RecordState::Succeeded {
@@ -181,26 +212,45 @@ impl Ledger {
                 unknown("the provider's answer was lost; the effect may have happened")
             }
         };
-        self.disk.put(scope, &record.encode());
-        answer
+        match self.store.settle(scope, &record).await {
+            Ok(true) => answer,
+            // Someone settled this operation first (or it expired and was claimed
+            // anew): what is stored is the truth, not what this attempt saw.
+            Ok(false) => match self.store.load(scope).await {
+                Ok(Some(stored))
+                    if stored.created_at_ms == record.created_at_ms && !stored.state.is_open() =>
+                {
+                    answer_from(tool, &stored)
+                }
+                _ => unknown("the operation's record changed under this attempt; retry to learn its outcome"),
+            },
+            // The outcome is not recorded: the record still says pending, and the
+            // next attempt reconciles. This answer must not claim more than that.
+            Err(error) => unknown(&format!(
+                "the outcome could not be recorded ({error}); the effect may have happened"
+            )),
+        }
     }
 
     /// Step 6: learn the outcome of a dispatch whose answer was lost (or whose worker
     /// died), using only what the provider's contract makes safe.
-    async fn reconcile(&self, tool: &str, scope: &str, record: Record) -> AnswerBody {
+    async fn reconcile(&self, tool: &str, scope: &Scope, record: Record) -> AnswerBody {
         let contract = self.env.provider_contract;
         match contract.profile {
             ProviderProfile::Lookup => {
                 match upstream::lookup(&self.env, &record.downstream_key).await {
-                    Lookup::Found { receipt } => self.settle(
-                        tool,
-                        scope,
-                        record,
-                        Dispatch::Accepted {
-                            receipt,
-                            replayed: true,
-                        },
-                    ),
+                    Lookup::Found { receipt } => {
+                        self.settle(
+                            tool,
+                            scope,
+                            record,
+                            Dispatch::Accepted {
+                                receipt,
+                                replayed: true,
+                            },
+                        )
+                        .await
+                    }
                     // The earlier dispatch never took effect: doing it now is the first time.
                     Lookup::NotFound => self.dispatch(tool, scope, record).await,
                     Lookup::Unsupported | Lookup::Failed => {
@@ -229,48 +279,58 @@ impl Ledger {
         }
     }
 
-    /// Drops a record older than [`RETENTION`]: past it, the declared policy is
+    /// Drops a record older than the retention: past it, the declared policy is
     /// that a retry is a new operation.
-    fn forget_if_expired(&self, scope: &str, now: u64) {
-        if let Some(record) = self.load(scope) {
-            if now.saturating_sub(record.created_at_ms) >= millis(RETENTION) {
-                self.disk.remove(scope);
+    async fn forget_if_expired(&self, scope: &Scope, now: u64) -> Result<(), StoreError> {
+        if let Some(record) = self.store.load(scope).await? {
+            if now.saturating_sub(record.created_at_ms) >= millis(self.retention) {
+                self.store.forget(scope, record.created_at_ms).await?;
             }
         }
+        Ok(())
     }
 
-    fn load(&self, scope: &str) -> Option<Record> {
-        Record::decode(&self.disk.get(scope)?)
-    }
-
-    fn enter(&self, scope: &str) -> InFlight<'_> {
-        lock(&self.in_flight).insert(scope.to_owned());
+    fn enter(&self, scope: &Scope) -> InFlight<'_, S> {
+        lock(&self.in_flight).insert(scope.clone());
         InFlight {
             ledger: self,
-            scope: scope.to_owned(),
+            scope: scope.clone(),
         }
     }
 
-    fn try_enter(&self, scope: &str) -> Option<InFlight<'_>> {
-        if !lock(&self.in_flight).insert(scope.to_owned()) {
+    fn try_enter(&self, scope: &Scope) -> Option<InFlight<'_, S>> {
+        if !lock(&self.in_flight).insert(scope.clone()) {
             return None;
         }
         Some(InFlight {
             ledger: self,
-            scope: scope.to_owned(),
+            scope: scope.clone(),
         })
     }
 }
 
 /// Marks a scope as worked on by this process until dropped.
-struct InFlight<'a> {
-    ledger: &'a Ledger,
-    scope: String,
+struct InFlight<'a, S> {
+    ledger: &'a Ledger<S>,
+    scope: Scope,
 }
 
-impl Drop for InFlight<'_> {
+impl<S> Drop for InFlight<'_, S> {
     fn drop(&mut self) {
         lock(&self.ledger.in_flight).remove(&self.scope);
+    }
+}
+
+/// The answer a settled record gives to a retry: its stored result, told as a replay.
+fn answer_from(tool: &str, record: &Record) -> AnswerBody {
+    match &record.state {
+        RecordState::Succeeded { receipt } => AnswerBody::outcome(Outcome::Replayed)
+            .with_result(target::tool_result(tool, receipt))
+            .with_receipt(receipt.clone()),
+        RecordState::Rejected { reason } => rejected(reason),
+        RecordState::Pending | RecordState::Unknown => {
+            unknown("the operation's outcome is not known yet")
+        }
     }
 }
 

@@ -31,6 +31,13 @@ pub enum RecordState {
     },
 }
 
+impl RecordState {
+    /// Not yet final: the outcome may still be learned (and the record settled).
+    pub fn is_open(&self) -> bool {
+        matches!(self, RecordState::Pending | RecordState::Unknown)
+    }
+}
+
 impl Record {
     pub fn pending(scope: &str, canonical_payload: &str, now_ms: u64) -> Record {
         Record {

@@ -1,0 +1,54 @@
+//! `postgres-ledger [--weak check-then-insert]`: the ledger as a process, its
+//! records in PostgreSQL (`DATABASE_URL`, by default the machine's `test`
+//! database). Started by chaos from `target.toml` beside this crate.
+
+use chaos_kit::process::{self, ProcessEnv};
+use target_postgres_ledger::{PgStore, Weakness};
+
+const DEFAULT_DATABASE_URL: &str = "postgresql://postgres@127.0.0.1:5432/test";
+
+fn main() -> std::process::ExitCode {
+    let weakness = match parse_args(std::env::args().skip(1)) {
+        Ok(weakness) => weakness,
+        Err(message) => {
+            eprintln!("postgres-ledger: {message}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    process::run("postgres-ledger", move |env: ProcessEnv| async move {
+        let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.into());
+        let retention = env.retention.unwrap_or(target_ledger::RETENTION);
+        let store = PgStore::connect(&url, weakness, retention).await?;
+        let listener = env.listen().await?;
+        // Records are in the database, so the kit's disk is never used.
+        let target_env = env.target_env(std::sync::Arc::new(chaos_kit::disk::MemoryDisk::new()));
+        target_ledger::serve_with(
+            listener,
+            process::shutdown_signal(),
+            target_env,
+            store,
+            retention,
+        )
+        .await?;
+        Ok(())
+    })
+}
+
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Weakness>, String> {
+    let mut weakness = None;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--weak" => {
+                let name = args.next().ok_or("--weak needs a name")?;
+                weakness = Some(Weakness::parse(&name).ok_or_else(|| {
+                    format!(
+                        "unknown weakness '{name}'. Choose from: {}",
+                        Weakness::NAMES.join(", ")
+                    )
+                })?);
+            }
+            other => return Err(format!("unknown argument '{other}'. Usage: postgres-ledger [--weak {}]", Weakness::NAMES.join("|"))),
+        }
+    }
+    Ok(weakness)
+}

@@ -1,0 +1,65 @@
+//! `redis-ledger [--weak provider-ttl]`: the ledger as a process, its records
+//! in Redis (`REDIS_URL`, by default the machine's Redis on 127.0.0.1:6379).
+//! Started by chaos from `target.toml` beside this crate.
+
+use chaos_kit::process::{self, ProcessEnv};
+use target_redis_ledger::{RedisStore, Weakness};
+
+const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379/";
+
+fn main() -> std::process::ExitCode {
+    let weakness = match parse_args(std::env::args().skip(1)) {
+        Ok(weakness) => weakness,
+        Err(message) => {
+            eprintln!("redis-ledger: {message}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    process::run("redis-ledger", move |env: ProcessEnv| async move {
+        let url = std::env::var("REDIS_URL").unwrap_or_else(|_| DEFAULT_REDIS_URL.into());
+        let retention = env.retention.unwrap_or(target_ledger::RETENTION);
+        let store = RedisStore::connect(
+            &url,
+            weakness,
+            retention,
+            env.provider_contract.retention,
+        )
+        .await?;
+        let listener = env.listen().await?;
+        // Records are in Redis, so the kit's disk is never used.
+        let target_env = env.target_env(std::sync::Arc::new(chaos_kit::disk::MemoryDisk::new()));
+        target_ledger::serve_with(
+            listener,
+            process::shutdown_signal(),
+            target_env,
+            store,
+            retention,
+        )
+        .await?;
+        Ok(())
+    })
+}
+
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Weakness>, String> {
+    let mut weakness = None;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--weak" => {
+                let name = args.next().ok_or("--weak needs a name")?;
+                weakness = Some(Weakness::parse(&name).ok_or_else(|| {
+                    format!(
+                        "unknown weakness '{name}'. Choose from: {}",
+                        Weakness::NAMES.join(", ")
+                    )
+                })?);
+            }
+            other => {
+                return Err(format!(
+                    "unknown argument '{other}'. Usage: redis-ledger [--weak {}]",
+                    Weakness::NAMES.join("|")
+                ))
+            }
+        }
+    }
+    Ok(weakness)
+}
