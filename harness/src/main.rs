@@ -13,7 +13,8 @@ use chaos::exit::Exit;
 use chaos::report::{json, table};
 use chaos::runner::{self, Seeds};
 use chaos::scenario::{Scenario, TestKind};
-use chaos::targets::{self, ReferenceTarget};
+use chaos::target_file;
+use chaos::targets::{self, Target};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -33,11 +34,14 @@ const EXIT_CODES: &str = "Exit codes:\n  0  every invariant held\n  1  an invari
 enum Command {
     /// Run scenarios against targets and judge every seed.
     Run(RunArgs),
-    /// List the reference targets and the scenarios in a directory.
+    /// List the targets (reference targets and target files) and the scenarios.
     List {
         /// Where to look for scenarios.
         #[arg(long, default_value = "scenarios")]
         scenarios: PathBuf,
+        /// Where to look for target files (DIR/*/target.toml, DIR/*/*.target.toml).
+        #[arg(long, default_value = "targets")]
+        targets: PathBuf,
     },
     /// Measure simulations per second: the six-test mix against a no-fault run.
     Bench(BenchArgs),
@@ -48,8 +52,10 @@ struct RunArgs {
     /// Scenario files (e.g. scenarios/*.toml).
     #[arg(required = true)]
     scenarios: Vec<PathBuf>,
-    /// A target to run (repeatable). Default: every reference target.
-    #[arg(long = "target", value_name = "NAME")]
+    /// A target to run (repeatable): a reference target's name (simulated), a
+    /// target file's path or its name from `chaos list` (live).
+    /// Default: every reference target.
+    #[arg(long = "target", value_name = "NAME|FILE")]
     targets: Vec<String>,
     /// Run this many seeds per (scenario, target), from --first-seed.
     #[arg(long, conflicts_with = "seed", default_value_t = 200)]
@@ -85,7 +91,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let exit = match cli.command {
         Command::Run(args) => run(args),
-        Command::List { scenarios } => list(&scenarios),
+        Command::List { scenarios, targets } => list(&scenarios, &targets),
         Command::Bench(args) => bench(args),
     };
     exit.into()
@@ -127,14 +133,41 @@ fn load_scenarios(paths: &[PathBuf]) -> Result<Vec<Scenario>, Exit> {
     }
 }
 
-fn resolve_targets(names: &[String]) -> Result<Vec<ReferenceTarget>, Exit> {
-    if names.is_empty() {
-        return Ok(targets::reference_targets());
+/// Where `--target NAME` looks for target files.
+const TARGETS_DIR: &str = "targets";
+
+fn resolve_targets(args: &[String]) -> Result<Vec<Target>, Exit> {
+    if args.is_empty() {
+        return Ok(targets::reference_targets()
+            .into_iter()
+            .map(Target::Sim)
+            .collect());
     }
-    names
-        .iter()
-        .map(|name| targets::find(name).map_err(|error| fail(error, Exit::BadInput)))
-        .collect()
+    let mut resolved = Vec::with_capacity(args.len());
+    let mut failed = false;
+    for arg in args {
+        match targets::resolve(arg, Path::new(TARGETS_DIR)) {
+            Ok(target) => resolved.push(target),
+            Err(error) => {
+                eprintln!("error: {error}");
+                failed = true;
+            }
+        }
+    }
+    let mut names: Vec<&str> = resolved.iter().map(Target::name).collect();
+    names.sort_unstable();
+    if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
+        eprintln!(
+            "error: two targets of this run are both named '{}'; each column needs its own name",
+            pair[0]
+        );
+        failed = true;
+    }
+    if failed {
+        Err(Exit::BadInput)
+    } else {
+        Ok(resolved)
+    }
 }
 
 fn run(args: RunArgs) -> Exit {
@@ -167,7 +200,8 @@ fn run(args: RunArgs) -> Exit {
         let cancel = cancel.clone();
         let handler = ctrlc::set_handler(move || {
             if cancel.swap(true, Ordering::SeqCst) {
-                // A second Ctrl-C: the user means it.
+                // A second Ctrl-C: the user means it. Live targets go first.
+                chaos::live::end_all_targets();
                 std::process::exit(i32::from(Exit::Interrupted.code()));
             }
             eprintln!("\ninterrupted: finishing the trials in flight; no report will be written (Ctrl-C again to quit now)");
@@ -177,7 +211,7 @@ fn run(args: RunArgs) -> Exit {
         }
     }
 
-    let Some(summary) = runner::run(&scenarios, &targets, seeds, &(), &cancel) else {
+    let Some(summary) = runner::run_targets(&scenarios, &targets, seeds, &(), &cancel) else {
         eprintln!("interrupted: nothing was written");
         return Exit::Interrupted;
     };
@@ -203,17 +237,37 @@ fn run(args: RunArgs) -> Exit {
     exit
 }
 
-fn list(dir: &Path) -> Exit {
-    println!("targets:");
-    for target in targets::reference_targets() {
-        let retention = target.info.retention.map_or_else(
+fn list(dir: &Path, targets_dir: &Path) -> Exit {
+    let mut exit = Exit::Success;
+    let retention = |retention: Option<Duration>| {
+        retention.map_or_else(
             || "forever".into(),
             |retention| humantime::format_duration(retention).to_string(),
-        );
+        )
+    };
+    println!("targets (run with --target NAME):");
+    for target in targets::reference_targets() {
         println!(
-            "  {:<12} {} (retention: {retention})",
-            target.info.name, target.info.summary
+            "  {:<34} sim   {} (retention: {})",
+            target.info.name,
+            target.info.summary,
+            retention(target.info.retention)
         );
+    }
+    for found in target_file::discover(targets_dir) {
+        match found {
+            Ok(file) => println!(
+                "  {:<34} live  {} (retention: {}) [{}]",
+                file.name,
+                file.summary,
+                retention(file.info().retention),
+                file.path.display()
+            ),
+            Err(error) => {
+                eprintln!("error: {error}");
+                exit = Exit::BadInput;
+            }
+        }
     }
     let mut paths: Vec<PathBuf> = match std::fs::read_dir(dir) {
         Ok(entries) => entries
@@ -229,7 +283,6 @@ fn list(dir: &Path) -> Exit {
     };
     paths.sort();
     println!("scenarios in {}:", dir.display());
-    let mut exit = Exit::Success;
     for path in paths {
         match Scenario::load(&path) {
             Ok(scenario) => println!(

@@ -54,6 +54,28 @@ impl Timing {
             backoff_max: Duration::from_millis(5),
         }
     }
+
+    /// Real-time timeouts for a live run: long enough that an honest target on
+    /// a busy 2-core machine (a Python interpreter, a PostgreSQL round trip)
+    /// answers well inside them, short enough that the six tests take seconds.
+    /// Latencies are whatever loopback gives; a scenario's `[network]` applies
+    /// to the simulator only.
+    pub fn live() -> Timing {
+        let upstream_timeout = Duration::from_millis(500);
+        // As in the simulator: an authority call, an upstream timeout and a
+        // reconcile must fit inside one agent attempt, with room to spare.
+        let agent_timeout = upstream_timeout * 5;
+        Timing {
+            tick: Duration::from_millis(1),
+            min_latency: Duration::ZERO,
+            max_latency: Duration::ZERO,
+            upstream_timeout,
+            agent_timeout,
+            hold: agent_timeout + upstream_timeout,
+            backoff_min: Duration::from_millis(20),
+            backoff_max: Duration::from_millis(60),
+        }
+    }
 }
 
 /// One logical operation of the workload.
@@ -95,11 +117,25 @@ pub struct Trial<'a> {
 
 impl<'a> Trial<'a> {
     pub fn new(scenario: &'a Scenario, seed: u64, timing: Timing) -> Trial<'a> {
+        Trial::in_namespace(scenario, seed, timing, None)
+    }
+
+    /// A trial whose keys, subjects and token also carry `namespace`. Live
+    /// targets keep state across runs (a database): a rerun of the same seed
+    /// must not find the previous run's records, so each live trial gets fresh
+    /// identities, while the seed still decides every timing.
+    pub fn in_namespace(
+        scenario: &'a Scenario,
+        seed: u64,
+        timing: Timing,
+        namespace: Option<&str>,
+    ) -> Trial<'a> {
+        let suffix = namespace.map_or_else(String::new, |namespace| format!("-{namespace}"));
         let operations: Vec<Operation> = scenario
             .operations()
             .into_iter()
             .map(|name| {
-                let subject = format!("inv-{name}-{seed:x}");
+                let subject = format!("inv-{name}-{seed:x}{suffix}");
                 let first_variant = scenario
                     .calls
                     .iter()
@@ -114,7 +150,7 @@ impl<'a> Trial<'a> {
                 );
                 Operation {
                     name: name.to_owned(),
-                    key: format!("op-{name}-{seed:x}"),
+                    key: format!("op-{name}-{seed:x}{suffix}"),
                     approved_fingerprint: payload_fingerprint(&approved),
                     subject,
                 }
@@ -155,7 +191,7 @@ impl<'a> Trial<'a> {
             timing,
             operations,
             calls,
-            token: format!("tok-{seed:x}"),
+            token: format!("tok-{seed:x}{suffix}"),
         }
     }
 
@@ -220,6 +256,22 @@ mod tests {
             payload_fingerprint(&original),
             payload_fingerprint(&changed)
         );
+    }
+
+    #[test]
+    fn a_namespace_makes_identities_fresh_and_leaves_the_seed_alone() {
+        let scenario = crate::scenario::Scenario::parse(
+            std::path::Path::new("s.toml"),
+            "test = \"lost-response\"\ndescription = \"d\"\n[provider]\nprofile = \"keyed\"\n[[call]]\noperation = \"a\"\n",
+        )
+        .unwrap();
+        let plain = Trial::new(&scenario, 7, Timing::live());
+        let fresh = Trial::in_namespace(&scenario, 7, Timing::live(), Some("x1"));
+        assert_eq!(plain.operations[0].key, "op-a-7");
+        assert_eq!(fresh.operations[0].key, "op-a-7-x1");
+        assert_eq!(fresh.operations[0].subject, "inv-a-7-x1");
+        assert_eq!(fresh.token, "tok-7-x1");
+        assert_eq!(plain.seed, fresh.seed);
     }
 
     #[test]

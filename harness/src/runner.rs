@@ -1,6 +1,8 @@
-//! Runs every (scenario, target, seed) trial, plans it, simulates it, checks
-//! it, and folds the verdicts into one [`Summary`]. Trials are independent, so
-//! they run on every core; each simulation lives and dies on one thread.
+//! Runs every (scenario, target, seed) trial, plans it, runs it (simulated or
+//! live), checks it, and folds the verdicts into one [`Summary`]. Simulated
+//! trials are independent, so they run on every core, each simulation living
+//! and dying on one thread; live trials then run one at a time, since they
+//! share the machine's real time and services.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -9,11 +11,12 @@ use rayon::prelude::*;
 
 use crate::check::{self, Status, Verdict};
 use crate::history::RunOutput;
+use crate::live;
 use crate::plan::{Timing, Trial};
-use crate::report::{CellSummary, SeedFailure, Summary};
+use crate::report::{rerun_command, CellSummary, SeedFailure, Summary, TargetMeta};
 use crate::scenario::Scenario;
 use crate::sim;
-use crate::targets::ReferenceTarget;
+use crate::targets::{ReferenceTarget, Target};
 
 /// How many failing seeds per cell keep their full detail in the report.
 pub const FAILURES_KEPT_PER_CELL: usize = 5;
@@ -99,8 +102,9 @@ pub fn run_trial(
     }
 }
 
-/// Runs every trial and summarises. Returns `None` if `cancel` was set before
-/// the run finished: a partial run is never reported as if it were whole.
+/// Runs every trial of the reference targets in the simulator and summarises.
+/// Returns `None` if `cancel` was set before the run finished: a partial run
+/// is never reported as if it were whole.
 pub fn run(
     scenarios: &[Scenario],
     targets: &[ReferenceTarget],
@@ -108,56 +112,88 @@ pub fn run(
     progress: &dyn Progress,
     cancel: &AtomicBool,
 ) -> Option<Summary> {
-    let seed_list: Vec<u64> = seeds.iter().collect();
-    let trials: Vec<(usize, usize, u64)> = (0..scenarios.len())
-        .flat_map(|scenario| (0..targets.len()).map(move |target| (scenario, target)))
-        .flat_map(|(scenario, target)| seed_list.iter().map(move |&seed| (scenario, target, seed)))
-        .collect();
-    let total = trials.len();
-    let done = AtomicUsize::new(0);
+    let targets: Vec<Target> = targets.iter().cloned().map(Target::Sim).collect();
+    run_targets(scenarios, &targets, seeds, progress, cancel)
+}
 
-    let verdicts: Vec<Option<Verdict>> = trials
+/// Runs every trial of any targets, simulated and live, and summarises.
+pub fn run_targets(
+    scenarios: &[Scenario],
+    targets: &[Target],
+    seeds: Seeds,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Option<Summary> {
+    let seed_list: Vec<u64> = seeds.iter().collect();
+    let cells: Vec<(usize, usize)> = (0..scenarios.len())
+        .flat_map(|scenario| (0..targets.len()).map(move |target| (scenario, target)))
+        .collect();
+    let sim_trials: Vec<(usize, usize, u64)> = cells
+        .iter()
+        .filter_map(|&(scenario, target)| match &targets[target] {
+            Target::Sim(reference) => Some((scenario, target, reference)),
+            Target::Live { .. } => None,
+        })
+        .flat_map(|(scenario, target, _)| seed_list.iter().map(move |&seed| (scenario, target, seed)))
+        .collect();
+    let total = cells.len() * seed_list.len();
+    let done = AtomicUsize::new(0);
+    let trial_done = || progress.trial_done(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+
+    let sim_verdicts: Vec<Option<Verdict>> = sim_trials
         .par_iter()
         .map(|&(scenario, target, seed)| {
             if cancel.load(Ordering::Relaxed) {
                 return None;
             }
-            let (verdict, _) = run_trial(&scenarios[scenario], &targets[target], seed);
-            progress.trial_done(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+            let Target::Sim(reference) = &targets[target] else {
+                unreachable!("only simulated targets are in this list")
+            };
+            let (verdict, _) = run_trial(&scenarios[scenario], reference, seed);
+            trial_done();
             Some(verdict)
         })
         .collect();
     if cancel.load(Ordering::Relaxed) {
         return None;
     }
+    let mut sim_verdicts = sim_verdicts.into_iter();
 
-    let mut cells = Vec::new();
-    let per_cell = seed_list.len();
-    for (cell_index, chunk) in verdicts.chunks(per_cell.max(1)).enumerate() {
-        let scenario = &scenarios[cell_index / targets.len()];
-        let target = &targets[cell_index % targets.len()];
-        let judged: Vec<(u64, Verdict)> = seed_list
-            .iter()
-            .zip(chunk)
-            .filter_map(|(&seed, verdict)| Some((seed, verdict.clone()?)))
-            .collect();
-        cells.push(summarise_cell(scenario, target, judged));
+    // A live target is built once per run, before its first trial.
+    let mut built: Vec<Option<Result<(), String>>> = vec![None; targets.len()];
+    let mut summaries = Vec::with_capacity(cells.len());
+    for (scenario, target) in cells {
+        let judged: Vec<(u64, Verdict)> = match &targets[target] {
+            Target::Sim(_) => seed_list
+                .iter()
+                .zip(sim_verdicts.by_ref().take(seed_list.len()))
+                .filter_map(|(&seed, verdict)| Some((seed, verdict?)))
+                .collect(),
+            Target::Live { file, .. } => {
+                let built = built[target].get_or_insert_with(|| live::build(file, cancel));
+                live::run_cell(&scenarios[scenario], file, built, &seed_list, cancel, &trial_done)?
+            }
+        };
+        summaries.push(summarise_cell(&scenarios[scenario], &targets[target], judged));
     }
-    Some(Summary::new(scenarios, targets, seeds, cells))
+    if cancel.load(Ordering::Relaxed) {
+        return None;
+    }
+    let metas = targets
+        .iter()
+        .map(|target| TargetMeta::of(&target.info(), target.transport()))
+        .collect();
+    Some(Summary::for_targets(scenarios, metas, seeds, summaries))
 }
 
-fn summarise_cell(
-    scenario: &Scenario,
-    target: &ReferenceTarget,
-    judged: Vec<(u64, Verdict)>,
-) -> CellSummary {
+fn summarise_cell(scenario: &Scenario, target: &Target, judged: Vec<(u64, Verdict)>) -> CellSummary {
     let expected_effects = scenario
         .operations()
         .iter()
         .map(|operation| scenario.expected_effects(operation))
         .max()
         .unwrap_or(0);
-    let mut cell = CellSummary::new(scenario, &target.info.name, expected_effects);
+    let mut cell = CellSummary::new(scenario, target.name(), expected_effects);
     for (seed, verdict) in judged {
         cell.seeds_run += 1;
         let most_effects = verdict
@@ -188,6 +224,13 @@ fn summarise_cell(
         }
     }
     cell.settle();
+    // A target file named by its path is rerun by its path.
+    if target.arg() != target.name() {
+        cell.rerun = cell
+            .first_failing_seed
+            .or(cell.first_undecided_seed)
+            .map(|seed| rerun_command(&cell.scenario_path, target.arg(), seed));
+    }
     cell
 }
 

@@ -173,7 +173,7 @@ pub struct Location {
 }
 
 impl Location {
-    fn of(text: &str, offset: usize) -> Location {
+    pub(crate) fn of(text: &str, offset: usize) -> Location {
         let before = &text[..offset.min(text.len())];
         let line = before.matches('\n').count() + 1;
         let column = before.len() - before.rfind('\n').map_or(0, |newline| newline + 1) + 1;

@@ -1,12 +1,18 @@
-//! The reference targets chaos ships, by name. Each is a small crate under
-//! `targets/` whose server takes its listener, so it runs in the simulator here
-//! and as a real process in live mode.
+//! The targets a run can name. The reference targets chaos ships run in the
+//! simulator: each is a small crate under `targets/` whose server takes its
+//! listener, so it runs here as a simulated host. Any other target (any
+//! language, or a reference target's binary on PostgreSQL or Redis) is
+//! described by a target file and runs live, as a real process.
 
 use std::io;
+use std::path::Path;
+use std::sync::Arc;
 
 use chaos_kit::net::{BoxFuture, Listener};
 use chaos_kit::target::TargetInfo;
 use chaos_kit::TargetEnv;
+
+use crate::target_file::{self, TargetFile, TargetFileError};
 
 /// Starts a target's server: `serve(listener, shutdown, env)`.
 pub type ServeFn =
@@ -68,6 +74,107 @@ pub fn find(name: &str) -> Result<ReferenceTarget, UnknownTarget> {
 pub struct UnknownTarget {
     pub name: String,
     pub choices: Vec<String>,
+}
+
+/// A target to run, and the transport that runs it.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// A reference target, as a host in the deterministic simulation.
+    Sim(ReferenceTarget),
+    /// A target file's command, as a real process.
+    Live {
+        file: Arc<TargetFile>,
+        /// How the user named it (a name or a path): rerun commands repeat it.
+        arg: String,
+    },
+}
+
+impl Target {
+    pub fn name(&self) -> &str {
+        match self {
+            Target::Sim(target) => &target.info.name,
+            Target::Live { file, .. } => &file.name,
+        }
+    }
+
+    /// What the checker and the report know about it, with its declared retention.
+    pub fn info(&self) -> TargetInfo {
+        match self {
+            Target::Sim(target) => target.info.clone(),
+            Target::Live { file, .. } => file.info(),
+        }
+    }
+
+    pub fn transport(&self) -> &'static str {
+        match self {
+            Target::Sim(_) => "sim",
+            Target::Live { .. } => "live",
+        }
+    }
+
+    /// What `--target` must say to select this target again.
+    pub fn arg(&self) -> &str {
+        match self {
+            Target::Sim(target) => &target.info.name,
+            Target::Live { arg, .. } => arg,
+        }
+    }
+}
+
+/// Resolves one `--target`: a reference target's name, a path to a target
+/// file, or the name of a target file under `targets_dir` (as `chaos list`
+/// shows them). A reference target's name wins over a target file's.
+pub fn resolve(arg: &str, targets_dir: &Path) -> Result<Target, ResolveError> {
+    if let Ok(target) = find(arg) {
+        return Ok(Target::Sim(target));
+    }
+    let looks_like_a_path = arg.ends_with(".toml") || arg.contains('/');
+    if looks_like_a_path {
+        let file = TargetFile::load(Path::new(arg)).map_err(ResolveError::File)?;
+        return Ok(Target::Live {
+            file: Arc::new(file),
+            arg: arg.to_owned(),
+        });
+    }
+    let mut choices: Vec<String> = reference_targets()
+        .into_iter()
+        .map(|target| target.info.name)
+        .collect();
+    for found in target_file::discover(targets_dir) {
+        match found {
+            Ok(file) if file.name == arg => {
+                return Ok(Target::Live {
+                    file: Arc::new(file),
+                    arg: arg.to_owned(),
+                })
+            }
+            Ok(file) => choices.push(file.name),
+            // A broken file is reported when it is the one asked for: its
+            // directory carries the name.
+            Err(error)
+                if error
+                    .path
+                    .parent()
+                    .and_then(Path::file_name)
+                    .is_some_and(|dir| dir == arg) =>
+            {
+                return Err(ResolveError::File(error))
+            }
+            Err(_) => {}
+        }
+    }
+    Err(ResolveError::Unknown(UnknownTarget {
+        name: arg.to_owned(),
+        choices,
+    }))
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    #[error("{0} (or give the path of a target file)")]
+    Unknown(UnknownTarget),
+    #[error("{0}")]
+    File(TargetFileError),
 }
 
 #[cfg(test)]

@@ -49,6 +49,26 @@ pub struct TargetMeta {
     pub name: String,
     pub summary: String,
     pub retention: Option<String>,
+    /// `sim` or `live`.
+    #[serde(default = "sim_transport")]
+    pub transport: String,
+}
+
+fn sim_transport() -> String {
+    "sim".into()
+}
+
+impl TargetMeta {
+    pub fn of(info: &chaos_kit::target::TargetInfo, transport: &str) -> TargetMeta {
+        TargetMeta {
+            name: info.name.clone(),
+            summary: info.summary.clone(),
+            retention: info
+                .retention
+                .map(|retention| humantime::format_duration(retention).to_string()),
+            transport: transport.into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -162,14 +182,32 @@ impl Summary {
         seeds: Seeds,
         cells: Vec<CellSummary>,
     ) -> Summary {
+        let metas = targets
+            .iter()
+            .map(|target| TargetMeta::of(&target.info, "sim"))
+            .collect();
+        Summary::for_targets(scenarios, metas, seeds, cells)
+    }
+
+    /// A summary of targets of any transport; its `transport` is `sim`, `live`
+    /// or `sim+live`.
+    pub fn for_targets(
+        scenarios: &[Scenario],
+        targets: Vec<TargetMeta>,
+        seeds: Seeds,
+        cells: Vec<CellSummary>,
+    ) -> Summary {
         let (first, count) = match seeds {
             Seeds::Range { first, count } => (first, count),
             Seeds::One(seed) => (seed, 1),
         };
+        let mut transports: Vec<&str> = targets.iter().map(|target| target.transport.as_str()).collect();
+        transports.sort_unstable_by_key(|transport| *transport != "sim");
+        transports.dedup();
         Summary {
             schema_version: SCHEMA_VERSION,
             chaos_version: env!("CARGO_PKG_VERSION").to_owned(),
-            transport: "sim".into(),
+            transport: if transports.is_empty() { "sim".into() } else { transports.join("+") },
             seeds: SeedsRun { first, count },
             scenarios: scenarios
                 .iter()
@@ -180,17 +218,7 @@ impl Summary {
                     description: scenario.description.clone(),
                 })
                 .collect(),
-            targets: targets
-                .iter()
-                .map(|target| TargetMeta {
-                    name: target.info.name.clone(),
-                    summary: target.info.summary.clone(),
-                    retention: target
-                        .info
-                        .retention
-                        .map(|retention| humantime::format_duration(retention).to_string()),
-                })
-                .collect(),
+            targets,
             cells,
         }
     }

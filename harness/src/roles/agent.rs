@@ -112,6 +112,7 @@ pub struct AgentEnv {
 pub async fn run(script: Script, env: AgentEnv) {
     let script = Arc::new(script);
     for (index, call) in script.calls.iter().enumerate() {
+        sit_out_clock_jump(&env).await;
         let mut workers = Vec::with_capacity(call.concurrency as usize);
         for worker in 1..=call.concurrency {
             let (script, env) = (script.clone(), env.clone());
@@ -134,6 +135,7 @@ async fn run_worker(script: &Script, call: &ScriptedCall, worker: u32, env: &Age
         script.seed ^ (u64::from(call.number) << 40) ^ (u64::from(worker) << 20),
     );
     for attempt in 1..=call.attempts {
+        sit_out_clock_jump(env).await;
         let attempt_id = attempt_id(script.seed, call.number, worker, attempt);
         let sent_at = env.timeline.now();
         let wall_clock_ms = env.clock.now_ms();
@@ -158,6 +160,14 @@ async fn run_worker(script: &Script, call: &ScriptedCall, worker: u32, env: &Age
         let timing = &script.timing;
         let backoff_ms = rng.random_range(millis(timing.backoff_min)..=millis(timing.backoff_max));
         tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
+    }
+}
+
+/// Live, a clock jump is a real wait before the agent's next step; in the
+/// simulator there is never one (the jump moved the clock instead).
+async fn sit_out_clock_jump(env: &AgentEnv) {
+    if let Some(wait) = env.nemesis.take_wait() {
+        tokio::time::sleep(wait).await;
     }
 }
 

@@ -3,8 +3,14 @@
 //!
 //! Faults that need the transport (a crash is a turmoil `crash` in the simulator
 //! and a SIGKILL live) are queued as [`CrashRequest`]s for the driver to carry out.
+//!
+//! A clock jump is an offset on the harness clock in the simulator, where every
+//! role reads that clock. A live target reads the machine's clock, which nobody
+//! may move; there a jump becomes a wait ([`Nemesis::wait_out_clock_jumps`])
+//! that the agent sits out before its next step, with retentions shortened so
+//! the wait is seconds.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -50,7 +56,17 @@ pub struct Nemesis {
     /// The agent's token and the tool revocations apply to.
     token: String,
     tool: String,
+    /// Live mode: clock jumps (by fault index) turned into real waits.
+    clock_waits: BTreeMap<usize, ClockWait>,
     state: Mutex<NemesisState>,
+}
+
+/// How a clock jump is carried out live: a wait, and a note for the history
+/// saying what it stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClockWait {
+    pub wait: Duration,
+    pub note: String,
 }
 
 #[derive(Default)]
@@ -58,6 +74,8 @@ struct NemesisState {
     events: Vec<FaultEvent>,
     crash_requests: VecDeque<CrashRequest>,
     answers_received: u32,
+    /// Waits owed by the agent before its next step (live clock jumps).
+    pending_wait: Duration,
 }
 
 impl Nemesis {
@@ -76,8 +94,24 @@ impl Nemesis {
             authority,
             token,
             tool,
+            clock_waits: BTreeMap::new(),
             state: Mutex::new(NemesisState::default()),
         }
+    }
+
+    /// Live mode: the clock jumps with these fault indices are carried out as
+    /// waits instead of clock offsets.
+    pub fn wait_out_clock_jumps(mut self, waits: BTreeMap<usize, ClockWait>) -> Nemesis {
+        self.clock_waits = waits;
+        self
+    }
+
+    /// The wait the agent owes before its next step, if a live clock jump fired.
+    /// Always `None` in the simulator.
+    pub fn take_wait(&self) -> Option<Duration> {
+        let mut state = lock(&self.state);
+        let wait = std::mem::take(&mut state.pending_wait);
+        (!wait.is_zero()).then_some(wait)
     }
 
     /// Called by the provider when its Nth dispatch arrives.
@@ -200,6 +234,12 @@ impl Nemesis {
                 continue;
             }
             match *fault {
+                Fault::AdvanceClock { .. } if self.clock_waits.contains_key(&index) => {
+                    let live = &self.clock_waits[&index];
+                    lock(&self.state).pending_wait += live.wait;
+                    self.record(Some(index), format!("{fault} ({})", live.note));
+                    continue;
+                }
                 Fault::AdvanceClock { by, .. } => self.clock.advance(millis(by)),
                 Fault::Revoke { grant, .. } => {
                     self.authority.revoke(&self.token, grant, &self.tool)
@@ -305,6 +345,28 @@ mod tests {
             Some(AnswerFault::Lose(LossMode::Reset))
         );
         assert_eq!(nemesis.answer_fault(), None);
+    }
+
+    #[test]
+    fn live_clock_jumps_become_waits_and_leave_the_clock_alone() {
+        let nemesis = nemesis(vec![Fault::AdvanceClock {
+            by: Duration::from_secs(25 * 3_600),
+            after_call: Some(1),
+            after_commit: None,
+        }])
+        .wait_out_clock_jumps(BTreeMap::from([(
+            0,
+            ClockWait {
+                wait: Duration::from_millis(1_250),
+                note: "live: waited 1.25s".into(),
+            },
+        )]));
+        assert_eq!(nemesis.take_wait(), None);
+        nemesis.after_call(1);
+        assert_eq!(nemesis.clock.offset_ms(), 0);
+        assert_eq!(nemesis.take_wait(), Some(Duration::from_millis(1_250)));
+        assert_eq!(nemesis.take_wait(), None, "a wait is owed once");
+        assert!(nemesis.events()[0].description.ends_with("(live: waited 1.25s)"));
     }
 
     #[test]

@@ -1,0 +1,236 @@
+//! Time, live. The simulator moves every clock forward for free; a real
+//! target reads the machine's clock, which nobody may move. So a scenario's
+//! `advance-clock` is carried out live the way the issue asks: the provider's
+//! retention and the target's declared retention are set short for the run
+//! (seconds, in the same order as declared), and the harness really waits
+//! them out, bounded.
+//!
+//! A jump becomes the wait that crosses exactly the retentions the jump
+//! crosses, and no other. When that cannot be done (a retention the target
+//! cannot shorten and that is too long to wait), the trial is not run: its
+//! verdict is an honest `unknown` naming why, never a silent pass.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chaos_kit::protocol::ProviderProfile;
+
+use crate::fault::Fault;
+use crate::roles::nemesis::ClockWait;
+use crate::scenario::Scenario;
+use crate::target_file::Retention;
+
+/// The shortened retentions, in the order of the declared ones.
+const SHORT: Duration = Duration::from_secs(1);
+const LONGER: Duration = Duration::from_secs(3);
+/// How far past a retention a wait goes, so that both sides of the run (the
+/// target's clock, the checker's) agree it has passed.
+const MARGIN: Duration = Duration::from_millis(250);
+/// The longest the harness waits for one trial's clock jumps.
+pub const WAIT_LIMIT: Duration = Duration::from_secs(60);
+
+/// What a live trial does about time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveTime {
+    /// The provider's retention for this run (its config and
+    /// `CHAOS_PROVIDER_RETENTION_MS`).
+    pub provider_retention: Option<Duration>,
+    /// The target's retention for this run (`CHAOS_RETENTION_MS`, and what the
+    /// checker judges "past retention" by).
+    pub target_retention: Option<Duration>,
+    /// The scenario's clock jumps, by fault index, as waits.
+    pub clock_waits: BTreeMap<usize, ClockWait>,
+}
+
+/// Decides the retentions and waits of a live run of `scenario` against a
+/// target declaring `retention`; `Err` says why the scenario cannot be run live.
+pub fn live_time(scenario: &Scenario, retention: Option<Retention>) -> Result<LiveTime, String> {
+    let jumps: Vec<(usize, Duration)> = scenario
+        .faults
+        .iter()
+        .enumerate()
+        .filter_map(|(index, fault)| match fault {
+            Fault::AdvanceClock { by, .. } => Some((index, *by)),
+            _ => None,
+        })
+        .collect();
+    let provider_declared = match scenario.provider.profile {
+        ProviderProfile::Blind => None,
+        ProviderProfile::Keyed | ProviderProfile::Lookup => scenario.provider.retention,
+    };
+    let target_declared = retention.map(|retention| retention.period);
+    if jumps.is_empty() {
+        // Nothing expires during the run: the declared retentions stand.
+        return Ok(LiveTime {
+            provider_retention: scenario.provider.retention,
+            target_retention: target_declared,
+            clock_waits: BTreeMap::new(),
+        });
+    }
+
+    let (provider_live, target_live) = match (provider_declared, retention) {
+        (None, None) => (None, None),
+        (Some(_), None) => (Some(SHORT), None),
+        (None, Some(target)) => (None, Some(if target.shorten { SHORT } else { target.period })),
+        (Some(provider), Some(target)) if target.shorten => {
+            let (provider_live, target_live) = match provider.cmp(&target.period) {
+                std::cmp::Ordering::Less => (SHORT, LONGER),
+                std::cmp::Ordering::Greater => (LONGER, SHORT),
+                std::cmp::Ordering::Equal => (SHORT, SHORT),
+            };
+            (Some(provider_live), Some(target_live))
+        }
+        // The target keeps its own period; the provider's is placed on the
+        // same side of it as declared.
+        (Some(provider), Some(target)) => {
+            let fixed = target.period;
+            let provider_live = match provider.cmp(&fixed) {
+                std::cmp::Ordering::Less => SHORT.min(fixed / 3),
+                std::cmp::Ordering::Greater => fixed + LONGER,
+                std::cmp::Ordering::Equal => fixed,
+            };
+            (Some(provider_live), Some(fixed))
+        }
+    };
+
+    // (declared, live, what it is) for each retention a jump may cross.
+    let milestones: Vec<(Duration, Duration, &str)> = [
+        provider_declared.zip(provider_live).map(|(d, l)| (d, l, "the provider's retention")),
+        target_declared.zip(target_live).map(|(d, l)| (d, l, "the target's declared retention")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+
+    let mut clock_waits = BTreeMap::new();
+    let mut jumped = Duration::ZERO;
+    let mut waited = Duration::ZERO;
+    for (index, by) in jumps {
+        jumped += by;
+        let crossed: Vec<&(Duration, Duration, &str)> = milestones
+            .iter()
+            .filter(|(declared, _, _)| *declared <= jumped)
+            .collect();
+        let until = crossed
+            .iter()
+            .map(|(_, live, _)| *live + MARGIN)
+            .max()
+            .unwrap_or(Duration::ZERO);
+        if until > WAIT_LIMIT {
+            return Err(format!(
+                "advance-clock by {} crosses {} of {}, which the target cannot shorten for the run \
+                 (its target file says retention.shorten = false), and waiting {} is past the live limit of {}. \
+                 Let the target read CHAOS_RETENTION_MS and set shorten = true, or run this scenario in the simulator",
+                humantime::format_duration(by),
+                crossed.iter().map(|(_, _, what)| *what).collect::<Vec<_>>().join(" and "),
+                humantime::format_duration(target_declared.unwrap_or_default()),
+                humantime::format_duration(until),
+                humantime::format_duration(WAIT_LIMIT),
+            ));
+        }
+        if let Some((_, live, what)) = milestones
+            .iter()
+            .find(|(declared, live, _)| *declared > jumped && *live <= until)
+        {
+            return Err(format!(
+                "advance-clock by {} must stay inside {what}, but the wait it needs ({}) would pass it ({} for the run)",
+                humantime::format_duration(by),
+                humantime::format_duration(until),
+                humantime::format_duration(*live)
+            ));
+        }
+        let wait = until.saturating_sub(waited);
+        waited = waited.max(until);
+        let note = if crossed.is_empty() {
+            "live: no retention is crossed, so nothing is waited".to_owned()
+        } else {
+            format!(
+                "live: waited {}, past {}",
+                humantime::format_duration(wait),
+                crossed
+                    .iter()
+                    .map(|(_, live, what)| format!("{what} ({} for this run)", humantime::format_duration(*live)))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            )
+        };
+        clock_waits.insert(index, ClockWait { wait, note });
+    }
+    Ok(LiveTime {
+        provider_retention: provider_live.or(scenario.provider.retention),
+        target_retention: target_live.or(target_declared),
+        clock_waits,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target_file::AfterRetention;
+
+    fn scenario(jump: &str) -> Scenario {
+        let text = format!(
+            "test = \"expired-history\"\ndescription = \"d\"\n[provider]\nprofile = \"keyed\"\nretention = \"24h\"\n\
+             [[call]]\noperation = \"a\"\n[[call]]\noperation = \"a\"\n\
+             [[fault]]\nkind = \"advance-clock\"\nby = \"{jump}\"\nafter-call = 1\n"
+        );
+        Scenario::parse(std::path::Path::new("s.toml"), &text).unwrap()
+    }
+
+    fn declared(period: &str, shorten: bool) -> Option<Retention> {
+        Some(Retention {
+            period: humantime::parse_duration(period).unwrap(),
+            after: AfterRetention::NewOperation,
+            shorten,
+        })
+    }
+
+    #[test]
+    fn a_jump_past_the_provider_only_waits_out_the_provider_only() {
+        let time = live_time(&scenario("25h"), declared("7days", true)).unwrap();
+        assert_eq!(time.provider_retention, Some(SHORT));
+        assert_eq!(time.target_retention, Some(LONGER));
+        let wait = &time.clock_waits[&0];
+        assert_eq!(wait.wait, SHORT + MARGIN);
+        assert!(wait.wait < LONGER);
+        assert!(wait.note.contains("the provider's retention (1s for this run)"), "{}", wait.note);
+    }
+
+    #[test]
+    fn a_jump_past_both_waits_out_both() {
+        let time = live_time(&scenario("400days"), declared("7days", true)).unwrap();
+        assert_eq!(time.clock_waits[&0].wait, LONGER + MARGIN);
+    }
+
+    #[test]
+    fn a_target_that_remembers_forever_is_never_waited_for() {
+        let time = live_time(&scenario("400days"), None).unwrap();
+        assert_eq!(time.target_retention, None);
+        assert_eq!(time.clock_waits[&0].wait, SHORT + MARGIN);
+    }
+
+    #[test]
+    fn a_retention_that_cannot_be_shortened_is_waited_out_or_refused() {
+        // 2 seconds, fixed: waiting it out is fine.
+        let time = live_time(&scenario("400days"), declared("2s", false)).unwrap();
+        assert_eq!(time.target_retention, Some(Duration::from_secs(2)));
+        assert_eq!(time.clock_waits[&0].wait, Duration::from_secs(2) + MARGIN);
+        // 7 days, fixed: the run cannot honestly be done live.
+        let why = live_time(&scenario("400days"), declared("7days", false)).unwrap_err();
+        assert!(why.contains("cannot shorten"), "{why}");
+        assert!(why.contains("CHAOS_RETENTION_MS"), "{why}");
+        // ...unless the jump does not reach it.
+        let time = live_time(&scenario("25h"), declared("7days", false)).unwrap();
+        assert_eq!(time.clock_waits[&0].wait, SHORT + MARGIN);
+    }
+
+    #[test]
+    fn without_a_jump_the_declared_retentions_stand() {
+        let mut plain = scenario("1h");
+        plain.faults.clear();
+        let time = live_time(&plain, declared("7days", true)).unwrap();
+        assert_eq!(time.provider_retention, Some(Duration::from_secs(86_400)));
+        assert_eq!(time.target_retention, Some(Duration::from_secs(7 * 86_400)));
+        assert!(time.clock_waits.is_empty());
+    }
+}

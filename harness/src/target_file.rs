@@ -1,0 +1,420 @@
+//! Target files: how to run a live target. Strict TOML in, a validated
+//! [`TargetFile`] out, with the same errors as scenarios (file, line, the
+//! valid choices).
+//!
+//! ```toml
+//! name = "postgres-ledger"            # optional: defaults to the directory's name
+//! summary = "the ledger on PostgreSQL"
+//! build = ["cargo", "build", "--quiet", "--package", "target-postgres-ledger"]
+//! command = ["../../target/debug/postgres-ledger"]
+//! workdir = "."                       # optional: relative to this file
+//! ready-timeout = "10s"               # optional: GET /healthz must answer 200 by then
+//!
+//! [env]                               # optional: added to the CHAOS_* variables
+//! DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/test"
+//!
+//! [status]                            # optional: overrides of the status mapping
+//! 417 = "conflict"
+//!
+//! [retention]                         # optional: omit to promise to remember forever
+//! period = "7days"
+//! after = "new-operation"
+//! shorten = true                      # it reads CHAOS_RETENTION_MS
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chaos_kit::protocol::Outcome;
+use chaos_kit::target::TargetInfo;
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::scenario::Location;
+
+/// The file name of a directory's main target file; variants (weakened modes)
+/// sit beside it as `<variant>.target.toml`.
+pub const FILE_NAME: &str = "target.toml";
+const VARIANT_SUFFIX: &str = ".target.toml";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetFile {
+    pub name: String,
+    pub summary: String,
+    /// The file this was read from.
+    pub path: PathBuf,
+    /// Run once, in `workdir`, before the target is first started.
+    pub build: Option<Vec<String>>,
+    pub command: Vec<String>,
+    /// Where the commands run: the file's directory unless it says otherwise.
+    pub workdir: PathBuf,
+    pub ready_timeout: Duration,
+    pub env: BTreeMap<String, String>,
+    /// Status overrides for answers whose body names no outcome.
+    pub status: BTreeMap<u16, Outcome>,
+    pub retention: Option<Retention>,
+}
+
+/// What the target promises to remember, and what it does after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    pub period: Duration,
+    pub after: AfterRetention,
+    /// Whether the target takes a shorter period from `CHAOS_RETENTION_MS`, so
+    /// a live run can wait it out in seconds.
+    pub shorten: bool,
+}
+
+/// A target's policy for a retry that comes after its retention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AfterRetention {
+    /// The retry may be treated as a new operation (one more effect), the only
+    /// post-retention policy target protocol v1 knows.
+    NewOperation,
+}
+
+impl TargetFile {
+    /// Reads, parses and validates the target file at `path`.
+    pub fn load(path: &Path) -> Result<TargetFile, TargetFileError> {
+        let text = std::fs::read_to_string(path).map_err(|error| TargetFileError {
+            path: path.to_owned(),
+            location: None,
+            message: format!("failed to read the target file: {error}"),
+        })?;
+        TargetFile::parse(path, &text)
+    }
+
+    pub fn parse(path: &Path, text: &str) -> Result<TargetFile, TargetFileError> {
+        let file: File = toml::from_str(text).map_err(|error| TargetFileError {
+            path: path.to_owned(),
+            location: error.span().map(|span| Location::of(text, span.start)),
+            message: error.message().to_owned(),
+        })?;
+        file.validate(path, text)
+    }
+
+    /// What the checker and the report know about this target. `retention` is
+    /// the period in force for a run (live runs may shorten it).
+    pub fn info_with_retention(&self, retention: Option<Duration>) -> TargetInfo {
+        TargetInfo {
+            name: self.name.clone(),
+            summary: self.summary.clone(),
+            retention,
+        }
+    }
+
+    pub fn info(&self) -> TargetInfo {
+        self.info_with_retention(self.retention.map(|retention| retention.period))
+    }
+}
+
+/// Every target file under `dir`: `dir/*/target.toml` and `dir/*/*.target.toml`,
+/// sorted by path. Unreadable directories are skipped; files that do not parse
+/// are returned as errors for the caller to show.
+pub fn discover(dir: &Path) -> Vec<Result<TargetFile, TargetFileError>> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.is_dir())
+        .filter_map(|sub| std::fs::read_dir(sub).ok())
+        .flat_map(|files| files.filter_map(|entry| entry.ok().map(|entry| entry.path())))
+        .filter(|path| {
+            path.file_name()
+                .map(|name| name.to_string_lossy())
+                .is_some_and(|name| name == FILE_NAME || name.ends_with(VARIANT_SUFFIX))
+        })
+        .collect();
+    // A directory's main file first, then its variants.
+    paths.sort_by_key(|path| {
+        let variant = path.file_name().is_some_and(|name| name != FILE_NAME);
+        (path.parent().map(Path::to_path_buf), variant, path.clone())
+    });
+    paths.iter().map(|path| TargetFile::load(path)).collect()
+}
+
+/// A target file that could not be used, with where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct TargetFileError {
+    pub path: PathBuf,
+    pub location: Option<Location>,
+    pub message: String,
+}
+
+impl fmt::Display for TargetFileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.location {
+            Some(location) => write!(
+                f,
+                "{}:{}:{}: {}",
+                self.path.display(),
+                location.line,
+                location.column,
+                self.message.trim_end()
+            ),
+            None => write!(f, "{}: {}", self.path.display(), self.message.trim_end()),
+        }
+    }
+}
+
+// ---- the file format -------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct File {
+    #[serde(default)]
+    name: Option<Spanned<String>>,
+    #[serde(default)]
+    summary: String,
+    #[serde(default)]
+    build: Option<Spanned<Vec<String>>>,
+    command: Spanned<Vec<String>>,
+    #[serde(default)]
+    workdir: Option<PathBuf>,
+    #[serde(default = "default_ready_timeout", with = "humantime_serde")]
+    ready_timeout: Duration,
+    #[serde(default)]
+    env: Option<Spanned<BTreeMap<String, String>>>,
+    #[serde(default)]
+    status: Option<Spanned<BTreeMap<String, Outcome>>>,
+    #[serde(default)]
+    retention: Option<RetentionFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RetentionFile {
+    #[serde(with = "humantime_serde")]
+    period: Duration,
+    after: AfterRetention,
+    #[serde(default = "default_shorten")]
+    shorten: bool,
+}
+
+fn default_ready_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+
+fn default_shorten() -> bool {
+    true
+}
+
+/// The variables chaos sets itself; a target file may not override them.
+const RESERVED_PREFIX: &str = "CHAOS_";
+
+impl File {
+    fn validate(self, path: &Path, text: &str) -> Result<TargetFile, TargetFileError> {
+        let error_at = |span: std::ops::Range<usize>, message: String| TargetFileError {
+            path: path.to_owned(),
+            location: Some(Location::of(text, span.start)),
+            message,
+        };
+        let error = |message: String| TargetFileError {
+            path: path.to_owned(),
+            location: None,
+            message,
+        };
+
+        let directory = path.parent().unwrap_or(Path::new("."));
+        let name = match self.name {
+            Some(name) => {
+                let span = name.span();
+                let name = name.into_inner();
+                if name.is_empty() || !name.bytes().all(is_name_byte) {
+                    return Err(error_at(
+                        span,
+                        format!("name '{name}' must be a non-empty name of letters, digits, '_' or '-'"),
+                    ));
+                }
+                name
+            }
+            None => {
+                let name = std::fs::canonicalize(directory)
+                    .ok()
+                    .and_then(|dir| dir.file_name().map(|name| name.to_string_lossy().into_owned()))
+                    .unwrap_or_default();
+                if name.is_empty() || !name.bytes().all(is_name_byte) {
+                    return Err(error(format!(
+                        "this file's directory gives no usable target name ('{name}'); add name = \"...\""
+                    )));
+                }
+                name
+            }
+        };
+
+        let command_span = self.command.span();
+        let command = self.command.into_inner();
+        if command.is_empty() || command[0].is_empty() {
+            return Err(error_at(
+                command_span,
+                "command must name a program, e.g. command = [\"python3\", \"server.py\"]".into(),
+            ));
+        }
+        let build = match self.build {
+            Some(build) => {
+                let span = build.span();
+                let build = build.into_inner();
+                if build.is_empty() || build[0].is_empty() {
+                    return Err(error_at(
+                        span,
+                        "build must name a program, or be left out".into(),
+                    ));
+                }
+                Some(build)
+            }
+            None => None,
+        };
+        if self.ready_timeout.is_zero() {
+            return Err(error(
+                "ready-timeout must be longer than 0s: the target needs time to start".into(),
+            ));
+        }
+
+        let env = match self.env {
+            Some(env) => {
+                let span = env.span();
+                let env = env.into_inner();
+                if let Some(reserved) = env.keys().find(|key| key.starts_with(RESERVED_PREFIX)) {
+                    return Err(error_at(
+                        span,
+                        format!(
+                            "env.{reserved}: chaos sets the CHAOS_* variables itself (see docs/target-protocol.md); remove it"
+                        ),
+                    ));
+                }
+                env
+            }
+            None => BTreeMap::new(),
+        };
+
+        let mut status = BTreeMap::new();
+        if let Some(overrides) = self.status {
+            let span = overrides.span();
+            for (code, outcome) in overrides.into_inner() {
+                let parsed = code
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|code| (100..=599).contains(code));
+                let Some(parsed) = parsed else {
+                    return Err(error_at(
+                        span,
+                        format!("status '{code}' is not an HTTP status; use a number from 100 to 599, e.g. 417 = \"conflict\""),
+                    ));
+                };
+                status.insert(parsed, outcome);
+            }
+        }
+
+        let workdir = match self.workdir {
+            Some(workdir) if workdir.is_absolute() => workdir,
+            Some(workdir) => directory.join(workdir),
+            None => directory.to_owned(),
+        };
+        let workdir = if workdir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            workdir
+        };
+
+        Ok(TargetFile {
+            name,
+            summary: self.summary.trim().to_owned(),
+            path: path.to_owned(),
+            build,
+            command,
+            workdir,
+            ready_timeout: self.ready_timeout,
+            env,
+            status,
+            retention: self.retention.map(|retention| Retention {
+                period: retention.period,
+                after: retention.after,
+                shorten: retention.shorten,
+            }),
+        })
+    }
+}
+
+fn is_name_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+command = ["python3", "server.py"]
+"#;
+
+    fn parse(text: &str) -> Result<TargetFile, TargetFileError> {
+        TargetFile::parse(Path::new("targets/example/target.toml"), text)
+    }
+
+    #[test]
+    fn a_minimal_target_file_gets_defaults() {
+        let file = TargetFile::parse(Path::new("x/target.toml"), &format!("name = \"py\"\n{MINIMAL}")).unwrap();
+        assert_eq!(file.name, "py");
+        assert_eq!(file.workdir, Path::new("x"));
+        assert_eq!(file.ready_timeout, Duration::from_secs(10));
+        assert!(file.retention.is_none() && file.status.is_empty());
+    }
+
+    #[test]
+    fn an_unknown_key_names_file_line_and_choices() {
+        let message = parse(&format!("name = \"a\"\n{MINIMAL}commnd = []\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(message.starts_with("targets/example/target.toml:3:"), "{message}");
+        assert!(message.contains("unknown field `commnd`"), "{message}");
+        assert!(message.contains("ready-timeout"), "{message}");
+    }
+
+    #[test]
+    fn status_overrides_are_checked() {
+        let file = parse(&format!("name = \"a\"\n{MINIMAL}[status]\n417 = \"conflict\"\n")).unwrap();
+        assert_eq!(file.status.get(&417), Some(&Outcome::Conflict));
+        let message = parse(&format!("name = \"a\"\n{MINIMAL}[status]\n417 = \"conflcit\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("conflcit") && message.contains("conflict"), "{message}");
+        let message = parse(&format!("name = \"a\"\n{MINIMAL}[status]\nteapot = \"conflict\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(message.starts_with("targets/example/target.toml:4:"), "{message}");
+        assert!(message.contains("100 to 599"), "{message}");
+    }
+
+    #[test]
+    fn retention_needs_a_known_policy() {
+        let file = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[retention]\nperiod = \"7days\"\nafter = \"new-operation\"\n"
+        ))
+        .unwrap();
+        let retention = file.retention.unwrap();
+        assert_eq!(retention.period, Duration::from_secs(7 * 86_400));
+        assert!(retention.shorten);
+        let message = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[retention]\nperiod = \"7days\"\nafter = \"forget\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(message.contains("forget") && message.contains("new-operation"), "{message}");
+    }
+
+    #[test]
+    fn chaos_variables_are_reserved_and_commands_needed() {
+        let message = parse(&format!("name = \"a\"\n{MINIMAL}[env]\nCHAOS_LISTEN_ADDR = \"0.0.0.0:80\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("env.CHAOS_LISTEN_ADDR"), "{message}");
+        let message = parse("name = \"a\"\ncommand = []\n").unwrap_err().to_string();
+        assert!(message.starts_with("targets/example/target.toml:2:"), "{message}");
+        let message = parse("name = \"a\"\n").unwrap_err().to_string();
+        assert!(message.contains("missing field `command`"), "{message}");
+    }
+}
