@@ -1,0 +1,280 @@
+//! `chaos run --target FILE` as users and CI see it: what a misbehaving target
+//! costs (a clear message quoting its stderr, `unknown`, exit 3, and the run
+//! goes on), what a malformed target file says, and that no target process
+//! outlives the run, Ctrl-C included. Guards issue #3, items 1, 2 and 6.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn chaos(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_chaos"))
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("chaos runs")
+}
+
+fn text(output: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("chaos-live-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Pids of live processes whose environment holds `marker`.
+fn processes_marked(marker: &str) -> Vec<u32> {
+    let needle = format!("ORPHAN_MARKER={marker}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|stat| stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+                .unwrap_or(true);
+            !zombie
+                && environ
+                    .split(|byte| *byte == 0)
+                    .any(|variable| variable == needle.as_bytes())
+        })
+        .collect()
+}
+
+/// Waits (bounded) until no process carries `marker`; returns the survivors.
+fn survivors(marker: &str) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = processes_marked(marker);
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_target_that_never_gets_ready_or_exits_early_is_unknown_and_the_run_goes_on() {
+    let dir = temp_dir("misbehaving");
+    let marker = format!("never-ready-{}", std::process::id());
+    std::fs::write(
+        dir.join("hangs.target.toml"),
+        format!(
+            "name = \"hangs\"\ncommand = [\"sleep\", \"30\"]\nready-timeout = \"1s\"\n[env]\nORPHAN_MARKER = \"{marker}\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("dies.target.toml"),
+        "name = \"dies\"\ncommand = [\"sh\", \"-c\", \"echo 'failed to listen on 127.0.0.1: address already in use' >&2; exit 3\"]\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let output = chaos(&[
+        "run",
+        "scenarios/lost-response-keyed.toml",
+        "scenarios/changed-payload.toml",
+        "--target",
+        dir.join("hangs.target.toml").to_str().unwrap(),
+        "--target",
+        dir.join("dies.target.toml").to_str().unwrap(),
+        "--seeds",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(3), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("did not answer GET /healthz") && stdout.contains("with 200 within 1s"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("exited before it was ready (exit status 3)"), "{stdout}");
+    assert!(
+        stdout.contains("| failed to listen on 127.0.0.1: address already in use"),
+        "the tail of stderr is quoted: {stdout}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let cells = report["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4, "every cell was tried: the run went on");
+    for cell in cells {
+        assert_eq!(cell["verdict"], "unknown", "{cell}");
+        // The first seed showed the target cannot start; the other seeds of
+        // the cell were not burnt on it.
+        assert_eq!(cell["seeds_run"], 1, "{cell}");
+    }
+    assert_eq!(report["transport"], "live");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(survivors(&marker), Vec::<u32>::new(), "a target process survived");
+}
+
+#[test]
+fn a_scenario_that_cannot_be_done_live_is_unknown_with_the_reason() {
+    let dir = temp_dir("cannot");
+    std::fs::write(
+        dir.join("target.toml"),
+        "name = \"fixed-retention\"\ncommand = [\"sleep\", \"30\"]\n[retention]\nperiod = \"7days\"\nafter = \"new-operation\"\nshorten = false\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let output = chaos(&[
+        "run",
+        "scenarios/expired-history-target.toml",
+        "--target",
+        dir.join("target.toml").to_str().unwrap(),
+        "--seed",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(3), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("scenario 'expired-history-target' cannot be run live")
+            && stdout.contains("which the target cannot shorten"),
+        "{stdout}"
+    );
+    // The rerun command names the target file the way the user did.
+    assert!(
+        stdout.contains(&format!(
+            "rerun: chaos run scenarios/expired-history-target.toml --target {} --seed 1",
+            dir.join("target.toml").display()
+        )),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_malformed_target_file_exits_2_naming_file_line_and_choices() {
+    let dir = temp_dir("malformed");
+    let path = dir.join("target.toml");
+    std::fs::write(
+        &path,
+        "name = \"x\"\ncommand = [\"python3\", \"server.py\"]\n[status]\n417 = \"conflcit\"\n",
+    )
+    .unwrap();
+    let output = chaos(&[
+        "run",
+        "scenarios/changed-payload.toml",
+        "--target",
+        path.to_str().unwrap(),
+        "--out",
+        dir.join("out").to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stdout}{stderr}");
+    assert!(stderr.contains("target.toml:4:"), "{stderr}");
+    assert!(stderr.contains("conflcit") && stderr.contains("conflict"), "{stderr}");
+    assert!(!dir.join("out").exists(), "nothing is written for bad input");
+}
+
+#[test]
+fn list_shows_target_files_and_their_names_work_with_target() {
+    let output = chaos(&["list"]);
+    let (stdout, _) = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    for (name, transport) in [
+        ("ledger", "sim"),
+        ("file-ledger", "live"),
+        ("postgres-ledger", "live"),
+        ("redis-ledger", "live"),
+        ("python-replay-first", "live"),
+        ("postgres-ledger-check-then-insert", "live"),
+        ("redis-ledger-provider-ttl", "live"),
+    ] {
+        assert!(
+            stdout
+                .lines()
+                .any(|line| line.split_whitespace().take(2).eq([name, transport])),
+            "{name} ({transport}) missing: {stdout}"
+        );
+    }
+    let out = temp_dir("by-name").join("out");
+    let output = chaos(&[
+        "run",
+        "scenarios/changed-payload.toml",
+        "--target",
+        "file-ledger",
+        "--seeds",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
+}
+
+#[test]
+fn ctrl_c_mid_run_leaves_no_target_process_behind() {
+    let dir = temp_dir("sigint");
+    let marker = format!("sigint-{}", std::process::id());
+    let server = repo().join("targets/python-replay-first/server.py");
+    std::fs::write(
+        dir.join("target.toml"),
+        format!(
+            "name = \"py\"\ncommand = [\"python3\", \"{}\"]\n[env]\nORPHAN_MARKER = \"{marker}\"\n",
+            server.display()
+        ),
+    )
+    .unwrap();
+    // lost-response-agent-hop holds an answer for the agent's whole timeout:
+    // the target is alive and busy when the signal comes.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_chaos"))
+        .args([
+            "run",
+            "scenarios/lost-response-agent-hop.toml",
+            "--target",
+            dir.join("target.toml").to_str().unwrap(),
+            "--seeds",
+            "20",
+            "--out",
+            dir.join("out").to_str().unwrap(),
+        ])
+        .current_dir(repo())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while processes_marked(&marker).is_empty() {
+        assert!(Instant::now() < deadline, "the target never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("chaos did not stop within 20s of Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let output = child.wait_with_output().unwrap();
+    let (_, stderr) = text(&output);
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(!dir.join("out").join("report.json").exists(), "no half report");
+    assert_eq!(survivors(&marker), Vec::<u32>::new(), "a target process survived Ctrl-C");
+}
