@@ -578,7 +578,7 @@ operation = "reminder"
             format!("{MINIMAL}\n[[fault]]\nkind = \"revoke\"\ngrant = \"token\"\nafter-call = 4\n");
         let message = parse(&text).unwrap_err().to_string();
         assert!(
-            message.starts_with("scenarios/example.toml:13:"),
+            message.starts_with("scenarios/example.toml:12:"),
             "{message}"
         );
         assert!(message.contains("calls 1 to 1"), "{message}");
