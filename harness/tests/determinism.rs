@@ -106,3 +106,18 @@ restart-after = "5ms"
         );
     }
 }
+
+/// A 400-day clock jump is an offset, not 34 billion ticks: the run ends in a
+/// few simulated milliseconds (issue #2, item 1).
+#[test]
+fn a_long_clock_jump_costs_no_simulated_time() {
+    let scenario = common::scenario("expired-history-target");
+    let target = targets::find("ledger").unwrap();
+    let trial = Trial::new(&scenario, 1, Timing::simulated(&scenario));
+    let run = sim::simulate(&trial, &target);
+    assert!(run.error.is_none(), "{:?}", run.error);
+    assert!(run.history.ended_at < 1_000, "the run took {} simulated ms", run.history.ended_at);
+    let first = run.history.attempts.first().unwrap().wall_clock_ms;
+    let last = run.history.attempts.last().unwrap().wall_clock_ms;
+    assert!(last - first >= 400 * 24 * 3_600_000, "the wall clock did not jump");
+}
