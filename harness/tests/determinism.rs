@@ -69,3 +69,55 @@ fn different_seeds_explore_different_schedules() {
         timelines.len()
     );
 }
+
+/// A crash with several connections open must drop them in an order the seed
+/// decides. Regression: tasks spawned on the host's runtime were dropped in an
+/// order derived from tokio's process-wide task ids, so two runs of one seed
+/// drew FIN latencies in different orders (issue #2, item 1).
+#[test]
+fn a_crash_with_many_open_connections_replays_exactly() {
+    let scenario = chaos::scenario::Scenario::parse(
+        std::path::Path::new("crash-under-concurrency.toml"),
+        r#"
+test = "worker-restart"
+description = "four workers in flight when the target is killed"
+[provider]
+profile = "lookup"
+processing-delay = "2ms"
+[[call]]
+operation = "reminder"
+attempts = 8
+concurrency = 4
+[[fault]]
+kind = "crash-target"
+at = "after-commit"
+nth = 1
+restart-after = "5ms"
+"#,
+    )
+    .unwrap();
+    let target = targets::find("ledger").unwrap();
+    for seed in 0..200 {
+        let trial = Trial::new(&scenario, seed, Timing::simulated(&scenario));
+        assert_eq!(
+            sim::simulate(&trial, &target),
+            sim::simulate(&trial, &target),
+            "seed {seed}"
+        );
+    }
+}
+
+/// A 400-day clock jump is an offset, not 34 billion ticks: the run ends in a
+/// few simulated milliseconds (issue #2, item 1).
+#[test]
+fn a_long_clock_jump_costs_no_simulated_time() {
+    let scenario = common::scenario("expired-history-target");
+    let target = targets::find("ledger").unwrap();
+    let trial = Trial::new(&scenario, 1, Timing::simulated(&scenario));
+    let run = sim::simulate(&trial, &target);
+    assert!(run.error.is_none(), "{:?}", run.error);
+    assert!(run.history.ended_at < 1_000, "the run took {} simulated ms", run.history.ended_at);
+    let first = run.history.attempts.first().unwrap().wall_clock_ms;
+    let last = run.history.attempts.last().unwrap().wall_clock_ms;
+    assert!(last - first >= 400 * 24 * 3_600_000, "the wall clock did not jump");
+}

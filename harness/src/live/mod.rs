@@ -289,7 +289,7 @@ async fn drive(trial: &Trial<'_>, target: &TargetFile, cancel: &AtomicBool, dir:
     let (gate, gate_open) = watch::channel(true);
     let attempts = Arc::new(Mutex::new(Vec::new()));
     let env = AgentEnv {
-        network: Arc::new(GatedNetwork { up: gate_open }),
+        http: http::Client::new(Arc::new(GatedNetwork { up: gate_open })),
         target: target_addr.clone(),
         timeline: timeline.clone(),
         clock: clock.clone(),

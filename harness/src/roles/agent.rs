@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use chaos_kit::clock::Clock;
-use chaos_kit::http::{self, CallFailure, Request, Response};
-use chaos_kit::net::Network;
+use chaos_kit::http::{CallFailure, Client, Request, Response};
 use chaos_kit::protocol::{
     AnswerBody, Outcome, ATTEMPT_ID, AUTHORIZATION, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
     TRACEPARENT,
@@ -98,7 +97,9 @@ impl Script {
 /// What the agent runs against.
 #[derive(Clone)]
 pub struct AgentEnv {
-    pub network: Arc<dyn Network>,
+    /// The agent's HTTP client. It pools connections like any production
+    /// client; a connection whose attempt timed out or was reset is dropped.
+    pub http: Client,
     /// `host:port` of the target.
     pub target: String,
     pub timeline: Arc<dyn Timeline>,
@@ -116,10 +117,11 @@ pub async fn run(script: Script, env: AgentEnv) {
         let mut workers = Vec::with_capacity(call.concurrency as usize);
         for worker in 1..=call.concurrency {
             let (script, env) = (script.clone(), env.clone());
-            workers.push(tokio::spawn(async move {
+            let network = env.http.network().clone();
+            workers.push(network.spawn(Box::pin(async move {
                 let call = &script.calls[index];
                 run_worker(&script, call, worker, &env).await
-            }));
+            })));
         }
         for worker in workers {
             // A worker only ends by returning; a JoinError means the runtime is
@@ -186,7 +188,7 @@ async fn send_attempt(
         .header("content-type", "application/json");
     let timeout = script.timing.agent_timeout;
     let deadline = tokio::time::Instant::now() + timeout;
-    let response = match http::call(&*env.network, &env.target, request, timeout).await {
+    let response = match env.http.call(&env.target, request, timeout).await {
         Ok(response) => response,
         Err(failure) => return AttemptEnd::Failed { failure },
     };

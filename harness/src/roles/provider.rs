@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chaos_kit::canonical::payload_fingerprint;
+use chaos_kit::canonical::{payload_fingerprint, value_fingerprint};
 use chaos_kit::clock::{millis, Clock};
 use chaos_kit::http::{Abort, Request, Response};
 use chaos_kit::protocol::{ProviderProfile, Receipt, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
@@ -111,14 +111,16 @@ impl Provider {
 
     async fn dispatch(&self, tool: String, request: Request) -> Result<Response, Abort> {
         let key = request.header_value(IDEMPOTENCY_KEY).map(str::to_owned);
-        let subject = serde_json::from_slice::<serde_json::Value>(&request.body)
-            .ok()
-            .and_then(|body| {
-                body.get(&self.config.subject_field)?
-                    .as_str()
-                    .map(str::to_owned)
-            });
-        let fingerprint = payload_fingerprint(&request.body);
+        let body = serde_json::from_slice::<serde_json::Value>(&request.body).ok();
+        let subject = body.as_ref().and_then(|body| {
+            body.get(&self.config.subject_field)?
+                .as_str()
+                .map(str::to_owned)
+        });
+        let fingerprint = match &body {
+            Some(value) => value_fingerprint(value),
+            None => payload_fingerprint(&request.body),
+        };
 
         let mut record = Dispatch {
             number: 0,
@@ -150,12 +152,11 @@ impl Provider {
             tokio::time::sleep(self.config.processing_delay).await;
         }
 
-        let response = match self.commit(&mut record, &request.body) {
-            Some(response) => response,
-            None => {
-                record.disposition = Disposition::Malformed;
-                Response::new(400)
-            }
+        let response = if body.is_some() {
+            self.commit(&mut record)
+        } else {
+            record.disposition = Disposition::Malformed;
+            Response::new(400)
         };
         self.lock().ledger.dispatches[number as usize - 1] = record;
         self.nemesis.after_commit(number);
@@ -174,8 +175,7 @@ impl Provider {
     }
 
     /// Decides and records what the dispatch does to the world.
-    fn commit(&self, record: &mut Dispatch, body: &[u8]) -> Option<Response> {
-        serde_json::from_slice::<serde_json::Value>(body).ok()?;
+    fn commit(&self, record: &mut Dispatch) -> Response {
         let now = self.clock.now_ms();
         let mut state = self.lock();
 
@@ -195,7 +195,7 @@ impl Provider {
             _ => Decision::Commit,
         };
 
-        Some(match decision {
+        match decision {
             Decision::Replay { receipt } => {
                 record.disposition = Disposition::Replayed {
                     receipt: receipt.clone(),
@@ -235,7 +235,7 @@ impl Provider {
                 };
                 Response::json(201, &Receipt { receipt })
             }
-        })
+        }
     }
 
     async fn lose(&self, mode: LossMode) -> Result<Response, Abort> {

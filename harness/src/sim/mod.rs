@@ -110,22 +110,27 @@ pub fn simulate(trial: &Trial<'_>, target: &ReferenceTarget) -> RunOutput {
         });
     }
     {
-        // The disk lives out here, outside the host factory: it survives a crash.
-        let env = TargetEnv {
-            provider: format!("{}:{}", PROVIDER.0, PROVIDER.1),
-            authority: format!("{}:{}", AUTHORITY.0, AUTHORITY.1),
-            provider_contract: ProviderContract {
-                profile: scenario.provider.profile,
-                retention: scenario.provider.retention,
-            },
-            upstream_timeout: timing.upstream_timeout,
-            network: Arc::new(SimNetwork),
-            clock: clock.clone() as Arc<dyn Clock>,
-            disk: Arc::new(MemoryDisk::new()),
+        // The disk lives out here, outside the host factory: it survives a
+        // crash. Everything the factory builds (the HTTP client and its pooled
+        // connections, the target's memory) is new on every start.
+        let disk: Arc<dyn chaos_kit::disk::Disk> = Arc::new(MemoryDisk::new());
+        let clock = clock.clone() as Arc<dyn Clock>;
+        let contract = ProviderContract {
+            profile: scenario.provider.profile,
+            retention: scenario.provider.retention,
         };
+        let upstream_timeout = timing.upstream_timeout;
         let serve = target.serve;
         sim.host(TARGET_HOST, move || {
-            let env = env.clone();
+            let env = TargetEnv::new(
+                format!("{}:{}", PROVIDER.0, PROVIDER.1),
+                format!("{}:{}", AUTHORITY.0, AUTHORITY.1),
+                contract,
+                upstream_timeout,
+                Arc::new(SimNetwork),
+                clock.clone(),
+                disk.clone(),
+            );
             async move {
                 let listener = turmoil::net::TcpListener::bind(("0.0.0.0", TARGET_PORT)).await?;
                 serve(
@@ -142,7 +147,7 @@ pub fn simulate(trial: &Trial<'_>, target: &ReferenceTarget) -> RunOutput {
     let attempts = Arc::new(Mutex::new(Vec::new()));
     {
         let env = AgentEnv {
-            network: Arc::new(SimNetwork),
+            http: chaos_kit::http::Client::new(Arc::new(SimNetwork)),
             target: format!("{TARGET_HOST}:{TARGET_PORT}"),
             timeline: timeline.clone(),
             clock: clock.clone(),

@@ -3,6 +3,7 @@
 use std::io;
 
 use chaos_kit::net::{BoxFuture, BoxStream, Listener, Network};
+use tokio::task::JoinHandle;
 
 use crate::history::Ms;
 use crate::roles::clock::Timeline;
@@ -18,6 +19,19 @@ impl Network for SimNetwork {
             Ok(Box::new(stream) as BoxStream)
         })
     }
+
+    fn spawn(&self, task: BoxFuture<'static, ()>) -> JoinHandle<()> {
+        spawn_on_host(task)
+    }
+}
+
+/// Spawns on the host's `LocalSet`. Its task list is a plain list, so a crash
+/// drops a host's tasks (and sends their sockets' FINs, each drawing a latency
+/// from the seeded RNG) in spawn order. Tasks on the runtime itself would be
+/// dropped in an order derived from tokio's process-wide task ids, which
+/// differs between two runs of the same seed.
+fn spawn_on_host(task: BoxFuture<'static, ()>) -> JoinHandle<()> {
+    tokio::task::spawn_local(task)
 }
 
 pub(crate) struct SimListener(pub(crate) turmoil::net::TcpListener);
@@ -28,6 +42,10 @@ impl Listener for SimListener {
             let (stream, _) = self.0.accept().await?;
             Ok(Box::new(stream) as BoxStream)
         })
+    }
+
+    fn spawn(&self, task: BoxFuture<'static, ()>) -> JoinHandle<()> {
+        spawn_on_host(task)
     }
 }
 

@@ -19,13 +19,21 @@ pub fn canonicalize(bytes: &[u8]) -> Option<String> {
         .map(|value| canonical_json(&value))
 }
 
-/// A short hex fingerprint of arbitrary text.
+/// A short hex fingerprint (the first 96 bits of SHA-256) of arbitrary text.
 pub fn fingerprint(text: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let digest = Sha256::digest(text.as_bytes());
-    digest[..12]
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    let mut hex = String::with_capacity(24);
+    for byte in &digest[..12] {
+        hex.push(HEX[usize::from(byte >> 4)] as char);
+        hex.push(HEX[usize::from(byte & 0x0f)] as char);
+    }
+    hex
+}
+
+/// The fingerprint of an already parsed JSON payload.
+pub fn value_fingerprint(value: &Value) -> String {
+    fingerprint(&canonical_json(value))
 }
 
 /// The fingerprint of a JSON payload's canonical form; non-JSON bytes are
@@ -47,6 +55,16 @@ mod tests {
         let b =
             b"{ \"body\" : \"hi\",\n  \"recipient\": \"a@example.com\", \"invoice\": \"inv-1\" }";
         assert_eq!(payload_fingerprint(a), payload_fingerprint(b));
+    }
+
+    #[test]
+    fn fingerprints_are_stable_hex() {
+        // Fingerprints appear in reports: they must not change between builds.
+        assert_eq!(fingerprint("abc"), "ba7816bf8f01cfea414140de");
+        assert_eq!(
+            value_fingerprint(&serde_json::json!({"b": 1, "a": 2})),
+            payload_fingerprint(br#"{"a":2,"b":1}"#)
+        );
     }
 
     #[test]

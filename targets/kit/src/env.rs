@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::disk::Disk;
+use crate::http::Client;
 use crate::net::Network;
 use crate::protocol::ProviderContract;
 
@@ -20,9 +21,32 @@ pub struct TargetEnv {
     /// How long the target should wait for one upstream call. The harness holds
     /// "lost" responses well past this, so the target always notices the loss.
     pub upstream_timeout: Duration,
-    pub network: Arc<dyn Network>,
+    /// Upstream calls go through this pooled client (see [`Client`]).
+    pub http: Client,
     pub clock: Arc<dyn Clock>,
     pub disk: Arc<dyn Disk>,
+}
+
+impl TargetEnv {
+    pub fn new(
+        provider: String,
+        authority: String,
+        provider_contract: ProviderContract,
+        upstream_timeout: Duration,
+        network: Arc<dyn Network>,
+        clock: Arc<dyn Clock>,
+        disk: Arc<dyn Disk>,
+    ) -> TargetEnv {
+        TargetEnv {
+            provider,
+            authority,
+            provider_contract,
+            upstream_timeout,
+            http: Client::new(network),
+            clock,
+            disk,
+        }
+    }
 }
 
 impl std::fmt::Debug for TargetEnv {

@@ -119,15 +119,15 @@ impl ProcessEnv {
     /// The environment a target's `serve` takes: the real network, the
     /// machine's clock, and `disk`.
     pub fn target_env(&self, disk: Arc<dyn Disk>) -> TargetEnv {
-        TargetEnv {
-            provider: self.provider.clone(),
-            authority: self.authority.clone(),
-            provider_contract: self.provider_contract,
-            upstream_timeout: self.upstream_timeout,
-            network: Arc::new(TcpNetwork),
-            clock: Arc::new(SystemClock),
+        TargetEnv::new(
+            self.provider.clone(),
+            self.authority.clone(),
+            self.provider_contract,
+            self.upstream_timeout,
+            Arc::new(TcpNetwork),
+            Arc::new(SystemClock),
             disk,
-        }
+        )
     }
 
     /// Binds the address the harness chose.

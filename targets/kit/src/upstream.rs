@@ -1,6 +1,6 @@
 //! Typed calls from a target to the harness's provider and authority.
 
-use crate::http::{self, CallFailure, Request};
+use crate::http::{CallFailure, Request};
 use crate::protocol::{Introspection, Receipt, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
 use crate::TargetEnv;
 
@@ -32,7 +32,11 @@ pub async fn dispatch(
     let request = Request::post(format!("/effects/{tool}"), body)
         .header(IDEMPOTENCY_KEY, downstream_key)
         .header("content-type", "application/json");
-    match http::call(&*env.network, &env.provider, request, env.upstream_timeout).await {
+    match env
+        .http
+        .call(&env.provider, request, env.upstream_timeout)
+        .await
+    {
         Err(CallFailure::Refused) => {
             Dispatch::Ambiguous(AmbiguousDispatch::Call(CallFailure::Refused))
         }
@@ -70,7 +74,11 @@ pub enum Lookup {
 /// `GET /effects?key=<downstream key>`.
 pub async fn lookup(env: &TargetEnv, downstream_key: &str) -> Lookup {
     let request = Request::get(&format!("/effects?key={downstream_key}"));
-    match http::call(&*env.network, &env.provider, request, env.upstream_timeout).await {
+    match env
+        .http
+        .call(&env.provider, request, env.upstream_timeout)
+        .await
+    {
         Ok(response) if response.status == 200 => {
             match serde_json::from_slice::<Receipt>(&response.body) {
                 Ok(Receipt { receipt }) => Lookup::Found { receipt },
@@ -88,7 +96,9 @@ pub async fn lookup(env: &TargetEnv, downstream_key: &str) -> Lookup {
 pub async fn introspect(env: &TargetEnv, token: &str) -> Option<Introspection> {
     let request = Request::post("/introspect", format!("token={token}"))
         .header("content-type", "application/x-www-form-urlencoded");
-    let response = http::call(&*env.network, &env.authority, request, env.upstream_timeout)
+    let response = env
+        .http
+        .call(&env.authority, request, env.upstream_timeout)
         .await
         .ok()?;
     if response.status != 200 {
