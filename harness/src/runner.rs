@@ -134,7 +134,9 @@ pub fn run_targets(
             Target::Sim(reference) => Some((scenario, target, reference)),
             Target::Live { .. } => None,
         })
-        .flat_map(|(scenario, target, _)| seed_list.iter().map(move |&seed| (scenario, target, seed)))
+        .flat_map(|(scenario, target, _)| {
+            seed_list.iter().map(move |&seed| (scenario, target, seed))
+        })
         .collect();
     let total = cells.len() * seed_list.len();
     let done = AtomicUsize::new(0);
@@ -171,10 +173,21 @@ pub fn run_targets(
                 .collect(),
             Target::Live { file, .. } => {
                 let built = built[target].get_or_insert_with(|| live::build(file, cancel));
-                live::run_cell(&scenarios[scenario], file, built, &seed_list, cancel, &trial_done)?
+                live::run_cell(
+                    &scenarios[scenario],
+                    file,
+                    built,
+                    &seed_list,
+                    cancel,
+                    &trial_done,
+                )?
             }
         };
-        summaries.push(summarise_cell(&scenarios[scenario], &targets[target], judged));
+        summaries.push(summarise_cell(
+            &scenarios[scenario],
+            &targets[target],
+            judged,
+        ));
     }
     if cancel.load(Ordering::Relaxed) {
         return None;
@@ -186,7 +199,11 @@ pub fn run_targets(
     Some(Summary::for_targets(scenarios, metas, seeds, summaries))
 }
 
-fn summarise_cell(scenario: &Scenario, target: &Target, judged: Vec<(u64, Verdict)>) -> CellSummary {
+fn summarise_cell(
+    scenario: &Scenario,
+    target: &Target,
+    judged: Vec<(u64, Verdict)>,
+) -> CellSummary {
     let expected_effects = scenario
         .operations()
         .iter()

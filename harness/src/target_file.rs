@@ -227,7 +227,9 @@ impl File {
                 if name.is_empty() || !name.bytes().all(is_name_byte) {
                     return Err(error_at(
                         span,
-                        format!("name '{name}' must be a non-empty name of letters, digits, '_' or '-'"),
+                        format!(
+                            "name '{name}' must be a non-empty name of letters, digits, '_' or '-'"
+                        ),
                     ));
                 }
                 name
@@ -235,7 +237,10 @@ impl File {
             None => {
                 let name = std::fs::canonicalize(directory)
                     .ok()
-                    .and_then(|dir| dir.file_name().map(|name| name.to_string_lossy().into_owned()))
+                    .and_then(|dir| {
+                        dir.file_name()
+                            .map(|name| name.to_string_lossy().into_owned())
+                    })
                     .unwrap_or_default();
                 if name.is_empty() || !name.bytes().all(is_name_byte) {
                     return Err(error(format!(
@@ -357,7 +362,11 @@ command = ["python3", "server.py"]
 
     #[test]
     fn a_minimal_target_file_gets_defaults() {
-        let file = TargetFile::parse(Path::new("x/target.toml"), &format!("name = \"py\"\n{MINIMAL}")).unwrap();
+        let file = TargetFile::parse(
+            Path::new("x/target.toml"),
+            &format!("name = \"py\"\n{MINIMAL}"),
+        )
+        .unwrap();
         assert_eq!(file.name, "py");
         assert_eq!(file.workdir, Path::new("x"));
         assert_eq!(file.ready_timeout, Duration::from_secs(10));
@@ -369,23 +378,39 @@ command = ["python3", "server.py"]
         let message = parse(&format!("name = \"a\"\n{MINIMAL}commnd = []\n"))
             .unwrap_err()
             .to_string();
-        assert!(message.starts_with("targets/example/target.toml:3:"), "{message}");
+        assert!(
+            message.starts_with("targets/example/target.toml:4:"),
+            "{message}"
+        );
         assert!(message.contains("unknown field `commnd`"), "{message}");
         assert!(message.contains("ready-timeout"), "{message}");
     }
 
     #[test]
     fn status_overrides_are_checked() {
-        let file = parse(&format!("name = \"a\"\n{MINIMAL}[status]\n417 = \"conflict\"\n")).unwrap();
+        let file = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[status]\n417 = \"conflict\"\n"
+        ))
+        .unwrap();
         assert_eq!(file.status.get(&417), Some(&Outcome::Conflict));
-        let message = parse(&format!("name = \"a\"\n{MINIMAL}[status]\n417 = \"conflcit\"\n"))
-            .unwrap_err()
-            .to_string();
-        assert!(message.contains("conflcit") && message.contains("conflict"), "{message}");
-        let message = parse(&format!("name = \"a\"\n{MINIMAL}[status]\nteapot = \"conflict\"\n"))
-            .unwrap_err()
-            .to_string();
-        assert!(message.starts_with("targets/example/target.toml:4:"), "{message}");
+        let message = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[status]\n417 = \"conflcit\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            message.contains("conflcit") && message.contains("conflict"),
+            "{message}"
+        );
+        let message = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[status]\nteapot = \"conflict\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            message.starts_with("targets/example/target.toml:4:"),
+            "{message}"
+        );
         assert!(message.contains("100 to 599"), "{message}");
     }
 
@@ -403,17 +428,27 @@ command = ["python3", "server.py"]
         ))
         .unwrap_err()
         .to_string();
-        assert!(message.contains("forget") && message.contains("new-operation"), "{message}");
+        assert!(
+            message.contains("forget") && message.contains("new-operation"),
+            "{message}"
+        );
     }
 
     #[test]
     fn chaos_variables_are_reserved_and_commands_needed() {
-        let message = parse(&format!("name = \"a\"\n{MINIMAL}[env]\nCHAOS_LISTEN_ADDR = \"0.0.0.0:80\"\n"))
+        let message = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[env]\nCHAOS_LISTEN_ADDR = \"0.0.0.0:80\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(message.contains("env.CHAOS_LISTEN_ADDR"), "{message}");
+        let message = parse("name = \"a\"\ncommand = []\n")
             .unwrap_err()
             .to_string();
-        assert!(message.contains("env.CHAOS_LISTEN_ADDR"), "{message}");
-        let message = parse("name = \"a\"\ncommand = []\n").unwrap_err().to_string();
-        assert!(message.starts_with("targets/example/target.toml:2:"), "{message}");
+        assert!(
+            message.starts_with("targets/example/target.toml:2:"),
+            "{message}"
+        );
         let message = parse("name = \"a\"\n").unwrap_err().to_string();
         assert!(message.contains("missing field `command`"), "{message}");
     }

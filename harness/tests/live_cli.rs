@@ -44,7 +44,13 @@ fn processes_marked(marker: &str) -> Vec<u32> {
         .filter(|pid| {
             let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
             let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .map(|stat| stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+                .map(|stat| {
+                    stat.rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+                })
                 .unwrap_or(true);
             !zombie
                 && environ
@@ -102,7 +108,10 @@ fn a_target_that_never_gets_ready_or_exits_early_is_unknown_and_the_run_goes_on(
         stdout.contains("did not answer GET /healthz") && stdout.contains("with 200 within 1s"),
         "{stdout}"
     );
-    assert!(stdout.contains("exited before it was ready (exit status 3)"), "{stdout}");
+    assert!(
+        stdout.contains("exited before it was ready (exit status 3)"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("| failed to listen on 127.0.0.1: address already in use"),
         "the tail of stderr is quoted: {stdout}"
@@ -119,7 +128,11 @@ fn a_target_that_never_gets_ready_or_exits_early_is_unknown_and_the_run_goes_on(
     }
     assert_eq!(report["transport"], "live");
     assert!(!stderr.contains("panicked"), "{stderr}");
-    assert_eq!(survivors(&marker), Vec::<u32>::new(), "a target process survived");
+    assert_eq!(
+        survivors(&marker),
+        Vec::<u32>::new(),
+        "a target process survived"
+    );
 }
 
 #[test]
@@ -178,8 +191,14 @@ fn a_malformed_target_file_exits_2_naming_file_line_and_choices() {
     let (stdout, stderr) = text(&output);
     assert_eq!(output.status.code(), Some(2), "{stdout}{stderr}");
     assert!(stderr.contains("target.toml:4:"), "{stderr}");
-    assert!(stderr.contains("conflcit") && stderr.contains("conflict"), "{stderr}");
-    assert!(!dir.join("out").exists(), "nothing is written for bad input");
+    assert!(
+        stderr.contains("conflcit") && stderr.contains("conflict"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.join("out").exists(),
+        "nothing is written for bad input"
+    );
 }
 
 #[test]
@@ -275,6 +294,13 @@ fn ctrl_c_mid_run_leaves_no_target_process_behind() {
     let (_, stderr) = text(&output);
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
-    assert!(!dir.join("out").join("report.json").exists(), "no half report");
-    assert_eq!(survivors(&marker), Vec::<u32>::new(), "a target process survived Ctrl-C");
+    assert!(
+        !dir.join("out").join("report.json").exists(),
+        "no half report"
+    );
+    assert_eq!(
+        survivors(&marker),
+        Vec::<u32>::new(),
+        "a target process survived Ctrl-C"
+    );
 }

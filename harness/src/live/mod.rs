@@ -78,7 +78,11 @@ pub fn build(target: &TargetFile, cancel: &AtomicBool) -> Result<(), String> {
         stdout: dir.path.join("build.out"),
         stderr: dir.path.join("build.err"),
     };
-    eprintln!("chaos: building target '{}': {}", target.name, launch.display());
+    eprintln!(
+        "chaos: building target '{}': {}",
+        target.name,
+        launch.display()
+    );
     let mut process = TargetProcess::spawn(&launch)
         .map_err(|error| format!("failed to build target '{}': {error}", target.name))?;
     loop {
@@ -117,7 +121,10 @@ pub fn run_cell(
 ) -> Option<Vec<(u64, Verdict)>> {
     if let Err(why) = built {
         trial_done();
-        return Some(vec![(seeds.first().copied().unwrap_or(0), Verdict::undecided(why.clone()))]);
+        return Some(vec![(
+            seeds.first().copied().unwrap_or(0),
+            Verdict::undecided(why.clone()),
+        )]);
     }
     let mut judged = Vec::with_capacity(seeds.len());
     for &seed in seeds {
@@ -135,8 +142,9 @@ pub fn run_cell(
                 break;
             }
             Ok(LiveRun::Ran { output, info }) => {
-                let verdict = catch_unwind(AssertUnwindSafe(|| check::check(&trial, &info, &output)))
-                    .unwrap_or_else(|_| Verdict::undecided("the checker failed".into()));
+                let verdict =
+                    catch_unwind(AssertUnwindSafe(|| check::check(&trial, &info, &output)))
+                        .unwrap_or_else(|_| Verdict::undecided("the checker failed".into()));
                 judged.push((seed, judge_cut_short(verdict, output.error.is_some())));
             }
             Err(_) => judged.push((
@@ -180,7 +188,8 @@ fn fresh_namespace() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|elapsed| elapsed.as_nanos() as u64)
         .unwrap_or(0);
-    let mixed = nanos ^ (u64::from(std::process::id()) << 40) ^ NEXT.fetch_add(1, Ordering::Relaxed);
+    let mixed =
+        nanos ^ (u64::from(std::process::id()) << 40) ^ NEXT.fetch_add(1, Ordering::Relaxed);
     format!("{mixed:x}")
 }
 
@@ -212,7 +221,12 @@ pub fn run_trial(trial: &Trial<'_>, target: &TargetFile, cancel: &AtomicBool) ->
     run
 }
 
-async fn drive(trial: &Trial<'_>, target: &TargetFile, cancel: &AtomicBool, dir: &TrialDir) -> LiveRun {
+async fn drive(
+    trial: &Trial<'_>,
+    target: &TargetFile,
+    cancel: &AtomicBool,
+    dir: &TrialDir,
+) -> LiveRun {
     let scenario = trial.scenario;
     let timing = trial.timing;
     let time = match schedule::live_time(scenario, target.retention) {
@@ -279,7 +293,15 @@ async fn drive(trial: &Trial<'_>, target: &TargetFile, cancel: &AtomicBool, dir:
             }
         }
     };
-    let launch = launch(target, trial, &time, dir, &target_addr, &provider_addr, &authority_addr);
+    let launch = launch(
+        target,
+        trial,
+        &time,
+        dir,
+        &target_addr,
+        &provider_addr,
+        &authority_addr,
+    );
     let mut process = match start(&launch, &target_addr, target, cancel).await {
         Started::Ready(process) => process,
         Started::Cancelled => return LiveRun::Cancelled,
@@ -335,7 +357,9 @@ async fn drive(trial: &Trial<'_>, target: &TargetFile, cancel: &AtomicBool, dir:
                     return LiveRun::Cancelled;
                 }
                 Started::Failed(why) => {
-                    error = Some(format!("the target did not come back after a restart: {why}"));
+                    error = Some(format!(
+                        "the target did not come back after a restart: {why}"
+                    ));
                     break 'run;
                 }
             }
@@ -413,8 +437,14 @@ fn launch(
     let _ = std::fs::create_dir_all(&state);
     let mut env: Vec<(String, String)> = vec![
         (env_vars::LISTEN_ADDR.into(), target_addr.into()),
-        (env_vars::PROVIDER_URL.into(), format!("http://{provider_addr}")),
-        (env_vars::AUTHORITY_URL.into(), format!("http://{authority_addr}")),
+        (
+            env_vars::PROVIDER_URL.into(),
+            format!("http://{provider_addr}"),
+        ),
+        (
+            env_vars::AUTHORITY_URL.into(),
+            format!("http://{authority_addr}"),
+        ),
         (
             env_vars::UPSTREAM_TIMEOUT_MS.into(),
             trial.timing.upstream_timeout.as_millis().to_string(),
@@ -432,9 +462,17 @@ fn launch(
         ));
     }
     if let Some(retention) = time.target_retention {
-        env.push((env_vars::RETENTION_MS.into(), retention.as_millis().to_string()));
+        env.push((
+            env_vars::RETENTION_MS.into(),
+            retention.as_millis().to_string(),
+        ));
     }
-    env.extend(target.env.iter().map(|(name, value)| (name.clone(), value.clone())));
+    env.extend(
+        target
+            .env
+            .iter()
+            .map(|(name, value)| (name.clone(), value.clone())),
+    );
     Launch {
         command: target.command.clone(),
         workdir: target.workdir.clone(),
@@ -470,11 +508,12 @@ async fn start(launch: &Launch, addr: &str, target: &TargetFile, cancel: &Atomic
                 process.stderr_tail()
             ));
         }
-        let last = match http::call(&TcpNetwork, addr, Request::get("/healthz"), PROBE_TIMEOUT).await {
-            Ok(response) if response.status == 200 => return Started::Ready(process),
-            Ok(response) => format!("status {}", response.status),
-            Err(failure) => failure.to_string(),
-        };
+        let last =
+            match http::call(&TcpNetwork, addr, Request::get("/healthz"), PROBE_TIMEOUT).await {
+                Ok(response) if response.status == 200 => return Started::Ready(process),
+                Ok(response) => format!("status {}", response.status),
+                Err(failure) => failure.to_string(),
+            };
         if Instant::now() >= deadline {
             return Started::Failed(format!(
                 "target '{}' (`{}`) did not answer GET /healthz on {addr} with 200 within {} (last: {last}); the last lines of its stderr:\n{}",

@@ -36,9 +36,9 @@ impl Network for GatedNetwork {
     fn connect<'a>(&'a self, host_port: &'a str) -> BoxFuture<'a, io::Result<BoxStream>> {
         Box::pin(async move {
             let mut up = self.up.clone();
-            up.wait_for(|up| *up).await.map_err(|_| {
-                io::Error::new(io::ErrorKind::ConnectionRefused, "the run is over")
-            })?;
+            up.wait_for(|up| *up)
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::ConnectionRefused, "the run is over"))?;
             TcpNetwork.connect(host_port).await
         })
     }

@@ -19,7 +19,9 @@ use nix::unistd::Pid;
 static GROUPS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 
 fn groups() -> std::sync::MutexGuard<'static, BTreeSet<i32>> {
-    GROUPS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    GROUPS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// SIGKILLs every process group still running: for exits that cannot wait for
@@ -159,7 +161,10 @@ pub fn tail(path: &Path) -> String {
         let _ = file.read_to_end(&mut bytes);
         text = String::from_utf8_lossy(&bytes).into_owned();
     }
-    let lines: Vec<&str> = text.lines().filter(|line| !line.trim().is_empty()).collect();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .collect();
     if lines.is_empty() {
         return "    (its stderr was empty)".into();
     }
@@ -204,7 +209,14 @@ mod tests {
     fn alive(pid: i32) -> bool {
         // A zombie is dead for our purpose; /proc/PID/stat's third field says so.
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|stat| !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+            .map(|stat| {
+                !stat
+                    .rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
             .unwrap_or(false)
     }
 
@@ -224,7 +236,11 @@ mod tests {
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        let grandchild: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+        let grandchild: i32 = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         assert!(alive(grandchild));
         process.kill();
         for _ in 0..200 {
@@ -242,7 +258,11 @@ mod tests {
     fn the_tail_of_stderr_is_quoted() {
         let dir = temp_dir("tail");
         let mut process = TargetProcess::spawn(&launch(
-            &["sh", "-c", "echo value=$CHAOS_TEST_VALUE >&2; echo 'bind: address already in use' >&2; exit 3"],
+            &[
+                "sh",
+                "-c",
+                "echo value=$CHAOS_TEST_VALUE >&2; echo 'bind: address already in use' >&2; exit 3",
+            ],
             &dir,
         ))
         .unwrap();

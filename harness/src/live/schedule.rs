@@ -71,7 +71,10 @@ pub fn live_time(scenario: &Scenario, retention: Option<Retention>) -> Result<Li
     let (provider_live, target_live) = match (provider_declared, retention) {
         (None, None) => (None, None),
         (Some(_), None) => (Some(SHORT), None),
-        (None, Some(target)) => (None, Some(if target.shorten { SHORT } else { target.period })),
+        (None, Some(target)) => (
+            None,
+            Some(if target.shorten { SHORT } else { target.period }),
+        ),
         (Some(provider), Some(target)) if target.shorten => {
             let (provider_live, target_live) = match provider.cmp(&target.period) {
                 std::cmp::Ordering::Less => (SHORT, LONGER),
@@ -95,8 +98,12 @@ pub fn live_time(scenario: &Scenario, retention: Option<Retention>) -> Result<Li
 
     // (declared, live, what it is) for each retention a jump may cross.
     let milestones: Vec<(Duration, Duration, &str)> = [
-        provider_declared.zip(provider_live).map(|(d, l)| (d, l, "the provider's retention")),
-        target_declared.zip(target_live).map(|(d, l)| (d, l, "the target's declared retention")),
+        provider_declared
+            .zip(provider_live)
+            .map(|(d, l)| (d, l, "the provider's retention")),
+        target_declared
+            .zip(target_live)
+            .map(|(d, l)| (d, l, "the target's declared retention")),
     ]
     .into_iter()
     .flatten()
@@ -149,7 +156,10 @@ pub fn live_time(scenario: &Scenario, retention: Option<Retention>) -> Result<Li
                 humantime::format_duration(wait),
                 crossed
                     .iter()
-                    .map(|(_, live, what)| format!("{what} ({} for this run)", humantime::format_duration(*live)))
+                    .map(|(_, live, what)| format!(
+                        "{what} ({} for this run)",
+                        humantime::format_duration(*live)
+                    ))
                     .collect::<Vec<_>>()
                     .join(" and ")
             )
@@ -193,7 +203,12 @@ mod tests {
         let wait = &time.clock_waits[&0];
         assert_eq!(wait.wait, SHORT + MARGIN);
         assert!(wait.wait < LONGER);
-        assert!(wait.note.contains("the provider's retention (1s for this run)"), "{}", wait.note);
+        assert!(
+            wait.note
+                .contains("the provider's retention (1s for this run)"),
+            "{}",
+            wait.note
+        );
     }
 
     #[test]
@@ -215,8 +230,14 @@ mod tests {
         // on its side of it: longer.
         let time = live_time(&scenario("400days"), declared("2s", false)).unwrap();
         assert_eq!(time.target_retention, Some(Duration::from_secs(2)));
-        assert_eq!(time.provider_retention, Some(Duration::from_secs(2) + LONGER));
-        assert_eq!(time.clock_waits[&0].wait, Duration::from_secs(2) + LONGER + MARGIN);
+        assert_eq!(
+            time.provider_retention,
+            Some(Duration::from_secs(2) + LONGER)
+        );
+        assert_eq!(
+            time.clock_waits[&0].wait,
+            Duration::from_secs(2) + LONGER + MARGIN
+        );
         // 7 days, fixed: the run cannot honestly be done live.
         let why = live_time(&scenario("400days"), declared("7days", false)).unwrap_err();
         assert!(why.contains("cannot shorten"), "{why}");

@@ -201,13 +201,20 @@ impl Summary {
             Seeds::Range { first, count } => (first, count),
             Seeds::One(seed) => (seed, 1),
         };
-        let mut transports: Vec<&str> = targets.iter().map(|target| target.transport.as_str()).collect();
+        let mut transports: Vec<&str> = targets
+            .iter()
+            .map(|target| target.transport.as_str())
+            .collect();
         transports.sort_unstable_by_key(|transport| *transport != "sim");
         transports.dedup();
         Summary {
             schema_version: SCHEMA_VERSION,
             chaos_version: env!("CARGO_PKG_VERSION").to_owned(),
-            transport: if transports.is_empty() { "sim".into() } else { transports.join("+") },
+            transport: if transports.is_empty() {
+                "sim".into()
+            } else {
+                transports.join("+")
+            },
             seeds: SeedsRun { first, count },
             scenarios: scenarios
                 .iter()

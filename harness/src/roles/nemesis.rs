@@ -366,7 +366,9 @@ mod tests {
         assert_eq!(nemesis.clock.offset_ms(), 0);
         assert_eq!(nemesis.take_wait(), Some(Duration::from_millis(1_250)));
         assert_eq!(nemesis.take_wait(), None, "a wait is owed once");
-        assert!(nemesis.events()[0].description.ends_with("(live: waited 1.25s)"));
+        assert!(nemesis.events()[0]
+            .description
+            .ends_with("(live: waited 1.25s)"));
     }
 
     #[test]

@@ -217,7 +217,10 @@ mod tests {
         assert!(!disk.insert_if_absent("north/send/k1", b"second"));
         disk.put("north/send/k2", b"v");
         let reopened = FileDisk::open(&dir).unwrap();
-        assert_eq!(reopened.get("north/send/k1").as_deref(), Some(&b"first"[..]));
+        assert_eq!(
+            reopened.get("north/send/k1").as_deref(),
+            Some(&b"first"[..])
+        );
         assert_eq!(reopened.get("north/send/k2").as_deref(), Some(&b"v"[..]));
         reopened.remove("north/send/k1");
         assert_eq!(disk.get("north/send/k1"), None);
@@ -237,7 +240,9 @@ mod tests {
         let winners: usize = (0..8)
             .map(|worker| {
                 let disk = disk.clone();
-                std::thread::spawn(move || disk.insert_if_absent("k", format!("{worker}").as_bytes()))
+                std::thread::spawn(move || {
+                    disk.insert_if_absent("k", format!("{worker}").as_bytes())
+                })
             })
             .collect::<Vec<_>>()
             .into_iter()

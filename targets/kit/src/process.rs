@@ -162,20 +162,16 @@ fn host_port(variable: &'static str, url: &str) -> Result<String, EnvError> {
 /// Completes when the process is asked to stop (SIGTERM or Ctrl-C), so a
 /// server can finish cleanly. The harness's crashes are SIGKILLs, which no
 /// process can observe: that is the point of them.
-pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
-    async {
-        let mut terminate =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(signal) => signal,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = terminate.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
+pub async fn shutdown_signal() {
+    let Ok(mut terminate) =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
     }
 }
 

@@ -148,7 +148,11 @@ impl<S: RecordStore> Ledger<S> {
                 return self.dispatch(tool, &scope, fresh).await;
             }
             Ok(Claim::Taken(existing)) => existing,
-            Err(error) => return unknown(&format!("the record store failed ({error}); nothing was done")),
+            Err(error) => {
+                return unknown(&format!(
+                    "the record store failed ({error}); nothing was done"
+                ))
+            }
         };
         if existing.fingerprint != fresh.fingerprint {
             return AnswerBody::outcome(Outcome::Conflict)
@@ -222,7 +226,9 @@ impl<S: RecordStore> Ledger<S> {
                 {
                     answer_from(tool, &stored)
                 }
-                _ => unknown("the operation's record changed under this attempt; retry to learn its outcome"),
+                _ => unknown(
+                    "the operation's record changed under this attempt; retry to learn its outcome",
+                ),
             },
             // The outcome is not recorded: the record still says pending, and the
             // next attempt reconciles. This answer must not claim more than that.

@@ -18,7 +18,10 @@ fn main() -> std::process::ExitCode {
             .clone()
             .unwrap_or_else(|| "ledger-state".into());
         let disk = Arc::new(FileDisk::open(&dir).map_err(|error| {
-            format!("failed to open the state directory {}: {error}", dir.display())
+            format!(
+                "failed to open the state directory {}: {error}",
+                dir.display()
+            )
         })?);
         let retention = env.retention.unwrap_or(target_ledger::RETENTION);
         let listener = env.listen().await?;

@@ -76,13 +76,19 @@ pub trait RecordStore: Send + Sync + 'static {
     /// stored one is the same claim (same `created_at_ms`) and is still open
     /// (`pending` or `unknown`). Returns whether it did: `false` means someone
     /// else settled or replaced it first, and the caller must re-read.
-    fn settle(&self, scope: &Scope, record: &Record)
-        -> impl Future<Output = StoreResult<bool>> + Send;
+    fn settle(
+        &self,
+        scope: &Scope,
+        record: &Record,
+    ) -> impl Future<Output = StoreResult<bool>> + Send;
 
     /// Removes the record under `scope` if it is still the claim created at
     /// `created_at_ms` (so an expiry never deletes a newer claim).
-    fn forget(&self, scope: &Scope, created_at_ms: u64)
-        -> impl Future<Output = StoreResult<()>> + Send;
+    fn forget(
+        &self,
+        scope: &Scope,
+        created_at_ms: u64,
+    ) -> impl Future<Output = StoreResult<()>> + Send;
 }
 
 /// Records on a [`Disk`]: the simulator's memory-backed disk, or a

@@ -51,8 +51,7 @@ impl Weakness {
 }
 
 /// The columns, in the order every query below returns them.
-const COLUMNS: &str =
-    "fingerprint, payload, downstream_key, created_at_ms, state, receipt, reason";
+const COLUMNS: &str = "fingerprint, payload, downstream_key, created_at_ms, state, receipt, reason";
 
 pub struct PgStore {
     client: Client,
@@ -93,9 +92,10 @@ impl PgStore {
         weakness: Option<Weakness>,
         retention: Duration,
     ) -> Result<PgStore, StoreError> {
-        let (mut client, connection) = tokio_postgres::connect(url, NoTls)
-            .await
-            .map_err(|error| StoreError(format!("failed to connect to PostgreSQL at {url}: {error}")))?;
+        let (mut client, connection) =
+            tokio_postgres::connect(url, NoTls).await.map_err(|error| {
+                StoreError(format!("failed to connect to PostgreSQL at {url}: {error}"))
+            })?;
         tokio::spawn(async move {
             if let Err(error) = connection.await {
                 eprintln!("postgres-ledger: the PostgreSQL connection failed: {error}");
@@ -259,7 +259,12 @@ impl RecordStore for PgStore {
         self.client
             .execute(
                 &self.forget,
-                &[&scope.tenant, &scope.tool, &scope.key, &(created_at_ms as i64)],
+                &[
+                    &scope.tenant,
+                    &scope.tool,
+                    &scope.key,
+                    &(created_at_ms as i64),
+                ],
             )
             .await
             .map_err(pg_error)?;

@@ -47,7 +47,12 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Weakness>
                     )
                 })?);
             }
-            other => return Err(format!("unknown argument '{other}'. Usage: postgres-ledger [--weak {}]", Weakness::NAMES.join("|"))),
+            other => {
+                return Err(format!(
+                    "unknown argument '{other}'. Usage: postgres-ledger [--weak {}]",
+                    Weakness::NAMES.join("|")
+                ))
+            }
         }
     }
     Ok(weakness)

@@ -18,13 +18,8 @@ fn main() -> std::process::ExitCode {
     process::run("redis-ledger", move |env: ProcessEnv| async move {
         let url = std::env::var("REDIS_URL").unwrap_or_else(|_| DEFAULT_REDIS_URL.into());
         let retention = env.retention.unwrap_or(target_ledger::RETENTION);
-        let store = RedisStore::connect(
-            &url,
-            weakness,
-            retention,
-            env.provider_contract.retention,
-        )
-        .await?;
+        let store =
+            RedisStore::connect(&url, weakness, retention, env.provider_contract.retention).await?;
         let listener = env.listen().await?;
         // Records are in Redis, so the kit's disk is never used.
         let target_env = env.target_env(std::sync::Arc::new(chaos_kit::disk::MemoryDisk::new()));
