@@ -62,9 +62,10 @@ struct RunArgs {
     /// Default: every reference target.
     #[arg(long = "target", value_name = "NAME|FILE")]
     targets: Vec<String>,
-    /// Run this many seeds per (scenario, target), from --first-seed.
-    #[arg(long, conflicts_with = "seed", default_value_t = 200)]
-    seeds: u64,
+    /// Run this many seeds per (scenario, target), from --first-seed; live,
+    /// this many trials. Default: 200, or 5 when a target runs live.
+    #[arg(long, conflicts_with = "seed")]
+    seeds: Option<u64>,
     /// The first seed of a sweep.
     #[arg(long, conflicts_with = "seed", default_value_t = 0)]
     first_seed: u64,
@@ -138,6 +139,18 @@ fn load_scenarios(paths: &[PathBuf]) -> Result<Vec<Scenario>, Exit> {
     }
 }
 
+/// Live trials take real seconds each; simulated ones, microseconds.
+fn default_seeds(targets: &[Target]) -> u64 {
+    if targets
+        .iter()
+        .any(|target| matches!(target, Target::Live { .. }))
+    {
+        5
+    } else {
+        200
+    }
+}
+
 /// Where `--target NAME` looks for target files.
 const TARGETS_DIR: &str = "targets";
 
@@ -186,10 +199,10 @@ fn run(args: RunArgs) -> Exit {
     };
     let seeds = match args.seed {
         Some(seed) => Seeds::One(seed),
-        None if args.seeds == 0 => return fail("--seeds must be at least 1", Exit::BadInput),
+        None if args.seeds == Some(0) => return fail("--seeds must be at least 1", Exit::BadInput),
         None => Seeds::Range {
             first: args.first_seed,
-            count: args.seeds,
+            count: args.seeds.unwrap_or(default_seeds(&targets)),
         },
     };
 

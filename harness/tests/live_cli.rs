@@ -304,3 +304,73 @@ fn ctrl_c_mid_run_leaves_no_target_process_behind() {
         "a target process survived Ctrl-C"
     );
 }
+
+/// A target that is ready at once, listens where `BIND` says, and never
+/// answers a tool call.
+const SILENT_TARGET: &str = r#"
+import os, time, http.server as h
+port = int(os.environ["CHAOS_LISTEN_ADDR"].rsplit(":", 1)[1])
+class Handler(h.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+    def do_POST(self):
+        print("tool call received; never answering", file=os.sys.stderr, flush=True)
+        time.sleep(60)
+    def log_message(self, *args):
+        pass
+h.ThreadingHTTPServer((os.environ["BIND"], port), Handler).serve_forever()
+"#;
+
+#[test]
+fn a_target_that_hangs_or_listens_beyond_loopback_is_unknown() {
+    let dir = temp_dir("silent");
+    let marker = format!("silent-{}", std::process::id());
+    std::fs::write(dir.join("silent.py"), SILENT_TARGET).unwrap();
+    for (name, bind) in [("hangs", "127.0.0.1"), ("exposed", "0.0.0.0")] {
+        std::fs::write(
+            dir.join(format!("{name}.target.toml")),
+            format!(
+                "name = \"{name}\"\ncommand = [\"python3\", \"silent.py\"]\n[env]\nBIND = \"{bind}\"\nORPHAN_MARKER = \"{marker}\"\n"
+            ),
+        )
+        .unwrap();
+    }
+    // One call, one attempt: a hang costs one agent timeout, not a budget.
+    std::fs::write(
+        dir.join("one-attempt.toml"),
+        "test = \"lost-response\"\ndescription = \"one attempt\"\n[provider]\nprofile = \"keyed\"\n[[call]]\noperation = \"a\"\nattempts = 1\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let output = chaos(&[
+        "run",
+        dir.join("one-attempt.toml").to_str().unwrap(),
+        "--target",
+        dir.join("hangs.target.toml").to_str().unwrap(),
+        "--target",
+        dir.join("exposed.target.toml").to_str().unwrap(),
+        "--seeds",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(3), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("UNKNOWN one-attempt x hangs")
+            && stdout.contains("the target hangs: none of its 1 attempt(s) was answered")
+            && stdout.contains("| tool call received; never answering"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("UNKNOWN one-attempt x exposed") && stdout.contains("beyond 127.0.0.1"),
+        "{stdout}"
+    );
+    assert_eq!(
+        survivors(&marker),
+        Vec::<u32>::new(),
+        "a target process survived"
+    );
+}

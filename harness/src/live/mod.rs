@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chaos_kit::http::{self, Request};
+use chaos_kit::http::{self, CallFailure, Request};
 use chaos_kit::net::TcpNetwork;
 use chaos_kit::process as env_vars;
 use chaos_kit::target::TargetInfo;
@@ -32,7 +32,7 @@ use tokio::sync::watch;
 
 use crate::check::{self, Check, Liveness, Status, Verdict};
 use crate::fault::Fault;
-use crate::history::{History, RunOutput};
+use crate::history::{AttemptEnd, History, RunOutput};
 use crate::plan::{Timing, Trial, ACTOR, TENANT};
 use crate::roles::agent::{self, AgentEnv, Script, StatusMapping};
 use crate::roles::authority::Authority;
@@ -41,7 +41,7 @@ use crate::roles::nemesis::Nemesis;
 use crate::roles::provider::{Provider, ProviderConfig};
 use crate::scenario::Scenario;
 use crate::target_file::TargetFile;
-use net::{bind_loopback, reserve_port, GatedNetwork, LOOPBACK};
+use net::{bind_loopback, exposed_listeners, reserve_port, GatedNetwork, LOOPBACK};
 use process::{describe_exit, Launch, TargetProcess};
 
 pub use process::end_all as end_all_targets;
@@ -173,11 +173,17 @@ fn judge_cut_short(verdict: Verdict, cut_short: bool) -> Verdict {
     if !cut_short || real_failure {
         return verdict;
     }
+    // What remains to say is why the run was cut short.
     Verdict {
         status: Status::Unknown,
         safety: Status::Unknown,
         liveness: Liveness::Unknown,
-        ..verdict
+        findings: verdict
+            .findings
+            .into_iter()
+            .filter(|finding| finding.check == Check::RunIncomplete)
+            .collect(),
+        operations: verdict.operations,
     }
 }
 
@@ -307,6 +313,21 @@ async fn drive(
         Started::Cancelled => return LiveRun::Cancelled,
         Started::Failed(why) => return LiveRun::NotRun { reason: why },
     };
+    let port: u16 = target_addr
+        .rsplit(':')
+        .next()
+        .and_then(|port| port.parse().ok())
+        .unwrap_or(0);
+    let exposed = exposed_listeners(port);
+    if !exposed.is_empty() {
+        return LiveRun::NotRun {
+            reason: format!(
+                "target '{}' listens on port {port} beyond 127.0.0.1 (kernel address {}): it must listen on CHAOS_LISTEN_ADDR ({target_addr}) only, or a test run would expose it to the network",
+                target.name,
+                exposed.join(", ")
+            ),
+        };
+    }
 
     let (gate, gate_open) = watch::channel(true);
     let attempts = Arc::new(Mutex::new(Vec::new()));
@@ -328,7 +349,12 @@ async fn drive(
     let mut error = None;
     'run: loop {
         tokio::select! {
-            _ = &mut agent => break,
+            ended = &mut agent => {
+                if let Err(failure) = ended {
+                    error = Some(format!("the agent failed: {failure}"));
+                }
+                break;
+            }
             _ = tokio::time::sleep(POLL) => {}
         }
         if cancel.load(Ordering::Relaxed) {
@@ -382,11 +408,29 @@ async fn drive(
         }
     }
     agent.abort();
+    let attempts = std::mem::take(&mut *attempts.lock().unwrap_or_else(|p| p.into_inner()));
+    // A target that answers nothing at all hangs: its cell cannot be judged.
+    let unanswered = attempts.iter().all(|attempt| {
+        matches!(
+            attempt.end,
+            AttemptEnd::Failed {
+                failure: CallFailure::Timeout
+            }
+        )
+    });
+    if error.is_none() && !attempts.is_empty() && unanswered {
+        error = Some(format!(
+            "the target hangs: none of its {} attempt(s) was answered within {}; the last lines of its stderr:\n{}",
+            attempts.len(),
+            humantime::format_duration(timing.agent_timeout),
+            process.stderr_tail()
+        ));
+    }
     process.kill();
     drop(stop);
 
     let history = History {
-        attempts: std::mem::take(&mut *attempts.lock().unwrap_or_else(|p| p.into_inner())),
+        attempts,
         faults: nemesis.events(),
         authorizations: authority.decisions(),
         ended_at: timeline.now(),

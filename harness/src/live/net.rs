@@ -23,6 +23,46 @@ pub fn reserve_port() -> io::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
+/// The addresses something listens on at `port` beyond loopback (e.g.
+/// `0.0.0.0`), from the kernel's socket tables: a target must listen on
+/// `CHAOS_LISTEN_ADDR` only, or a chaos run would expose it to the network.
+pub fn exposed_listeners(port: u16) -> Vec<String> {
+    let mut exposed = Vec::new();
+    for (table, loopback) in [
+        ("/proc/net/tcp", &["0100007F"][..]),
+        (
+            "/proc/net/tcp6",
+            &[
+                "00000000000000000000000001000000",
+                "0000000000000000FFFF00000100007F",
+            ][..],
+        ),
+    ] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        exposed.extend(listeners_beyond(&text, port, loopback));
+    }
+    exposed
+}
+
+/// Parses one `/proc/net/tcp{,6}` table: listening sockets (state `0A`) on
+/// `port` whose address is not one of `loopback` (hex, as the kernel writes it).
+fn listeners_beyond(table: &str, port: u16, loopback: &[&str]) -> Vec<String> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (local, state) = (fields.get(1)?, fields.get(3)?);
+            let (address, port_hex) = local.split_once(':')?;
+            let listening = *state == "0A";
+            let on_port = u16::from_str_radix(port_hex, 16).ok()? == port;
+            (listening && on_port && !loopback.contains(&address)).then(|| address.to_owned())
+        })
+        .collect()
+}
+
 /// The agent's network while a target may be restarting: a connection waits
 /// until the target is up again, as a load balancer would hold it, instead of
 /// burning the agent's retries on "connection refused" from a port nobody
@@ -41,5 +81,26 @@ impl Network for GatedNetwork {
                 .map_err(|_| io::Error::new(io::ErrorKind::ConnectionRefused, "the run is over"))?;
             TcpNetwork.connect(host_port).await
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wildcard_listener_is_found_and_loopback_is_not() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue\n\
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000\n\
+   1: 00000000:1F91 00000000:0000 0A 00000000:00000000 00:00000000 00000000\n\
+   2: 00000000:1F90 0100007F:A2B4 01 00000000:00000000 00:00000000 00000000\n";
+        assert_eq!(
+            listeners_beyond(table, 0x1F90, &["0100007F"]),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            listeners_beyond(table, 0x1F91, &["0100007F"]),
+            vec!["00000000"]
+        );
     }
 }
