@@ -86,7 +86,7 @@ fn schema(table: &str, constraint: bool) -> String {
 
 impl PgStore {
     /// Connects, creates the table if it is missing (from nothing: a fresh
-    /// database is enough) and prunes rows older than `retention`.
+    /// database is enough) and prunes rows older than any retention.
     pub async fn connect(
         url: &str,
         weakness: Option<Weakness>,
@@ -125,8 +125,12 @@ impl PgStore {
             Some(Weakness::CheckThenInsert) => UNCONSTRAINED_TABLE,
         };
         // Past the retention a record means nothing; without this, rows of old
-        // runs would pile up forever.
-        let horizon = SystemClock.now_ms().saturating_sub(millis(retention));
+        // runs would pile up forever. The table is shared with every other
+        // process using it, some of which may keep the full declared period
+        // while this one was given seconds: prune by the longer of the two.
+        let horizon = SystemClock
+            .now_ms()
+            .saturating_sub(millis(retention.max(target_ledger::RETENTION)));
         client
             .execute(
                 &format!("DELETE FROM {table} WHERE created_at_ms < $1"),
