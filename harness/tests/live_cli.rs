@@ -83,9 +83,14 @@ fn a_target_that_never_gets_ready_or_exits_early_is_unknown_and_the_run_goes_on(
         ),
     )
     .unwrap();
+    // A port already taken: this target insists on a port the test holds.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     std::fs::write(
         dir.join("dies.target.toml"),
-        "name = \"dies\"\ncommand = [\"sh\", \"-c\", \"echo 'failed to listen on 127.0.0.1: address already in use' >&2; exit 3\"]\n",
+        format!(
+            "name = \"dies\"\ncommand = [\"python3\", \"-c\", \"import socket; socket.socket().bind(('127.0.0.1', {}))\"]\n",
+            taken.local_addr().unwrap().port()
+        ),
     )
     .unwrap();
     let out = dir.join("out");
@@ -109,11 +114,11 @@ fn a_target_that_never_gets_ready_or_exits_early_is_unknown_and_the_run_goes_on(
         "{stdout}"
     );
     assert!(
-        stdout.contains("exited before it was ready (exit status 3)"),
+        stdout.contains("exited before it was ready (exit status 1)"),
         "{stdout}"
     );
     assert!(
-        stdout.contains("| failed to listen on 127.0.0.1: address already in use"),
+        stdout.contains("| OSError: [Errno 98] Address already in use"),
         "the tail of stderr is quoted: {stdout}"
     );
     let report: serde_json::Value =
@@ -133,6 +138,7 @@ fn a_target_that_never_gets_ready_or_exits_early_is_unknown_and_the_run_goes_on(
         Vec::<u32>::new(),
         "a target process survived"
     );
+    drop(taken);
 }
 
 #[test]
