@@ -18,6 +18,7 @@ mod net;
 pub mod process;
 pub mod schedule;
 
+use std::io::IsTerminal;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -125,6 +126,15 @@ pub fn run_cell(
             seeds.first().copied().unwrap_or(0),
             Verdict::undecided(why.clone()),
         )]);
+    }
+    // Live trials take seconds: say where the run is, when someone is watching.
+    if std::io::stderr().is_terminal() {
+        eprintln!(
+            "live: {} x {} ({} trial(s))",
+            scenario.name,
+            target.name,
+            seeds.len()
+        );
     }
     let mut judged = Vec::with_capacity(seeds.len());
     for &seed in seeds {
