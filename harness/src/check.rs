@@ -5,7 +5,6 @@
 //! the attempt that broke it. As in Jepsen, a failure dominates: a run that
 //! could not finish is `unknown` unless what it did record already fails.
 
-use std::collections::BTreeSet;
 use std::fmt;
 
 use chaos_kit::protocol::Outcome;
@@ -13,8 +12,9 @@ use chaos_kit::target::TargetInfo;
 use serde::{Deserialize, Serialize};
 
 use crate::history::RunOutput;
-use crate::history::{Answer, Attempt, AttemptEnd, Effect};
+use crate::history::{Answer, Attempt, AttemptEnd, Dispatch, Effect, Ms};
 use crate::plan::Trial;
+use crate::scenario::TestKind;
 
 /// pass / fail / unknown, ordered so that the worst is the greatest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -169,12 +169,16 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// The finding that decided the verdict: the most specific one.
+    pub fn decisive(&self) -> Option<&Finding> {
+        self.findings
+            .iter()
+            .min_by_key(|finding| finding.check.specificity())
+    }
+
     /// The first finding that decided the verdict, as a one-line reason.
     pub fn reason(&self) -> Option<String> {
-        let decisive = self
-            .findings
-            .iter()
-            .min_by_key(|finding| finding.check.specificity())?;
+        let decisive = self.decisive()?;
         Some(format!("{}: {}", decisive.check, decisive.message))
     }
 
@@ -326,24 +330,84 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Calls of `operation` that started after the target's declared retention
-    /// had passed since the operation's first effect: they may be new operations.
-    fn calls_past_retention(&self, operation: usize, effects: &[&Effect]) -> BTreeSet<u32> {
-        let (Some(retention), Some(first)) = (self.target.retention, effects.first()) else {
-            return BTreeSet::new();
+    /// Splits the operation's life into [`Epochs`] by the target's declared retention.
+    fn epochs(&self, operation: usize, attempts: &[&Attempt], dispatches: &[&Dispatch]) -> Epochs {
+        let mut epochs = Epochs {
+            starts: Vec::new(),
+            bindings: Vec::new(),
+            of_attempt: Vec::with_capacity(attempts.len()),
+            straddling: Vec::with_capacity(attempts.len()),
+            straddled: Vec::new(),
         };
-        let retention_ms = chaos_kit::clock::millis(retention);
-        let mut first_attempt_of_call = std::collections::BTreeMap::new();
-        for attempt in self.attempts_of(operation) {
-            first_attempt_of_call
-                .entry(attempt.call)
-                .or_insert(attempt.wall_clock_ms);
+        let retention_ms = self.target.retention.map(chaos_kit::clock::millis);
+        let mut anchor_wall = None;
+        for attempt in attempts {
+            let (starts_epoch, straddles) = match (anchor_wall, retention_ms) {
+                (None, _) => (true, false),
+                (Some(anchor), Some(retention)) => (
+                    attempt.wall_clock_ms.saturating_sub(anchor) >= retention,
+                    self.latest_wall_clock(attempt).saturating_sub(anchor) >= retention,
+                ),
+                (Some(_), None) => (false, false),
+            };
+            if starts_epoch {
+                anchor_wall = Some(attempt.wall_clock_ms);
+                epochs.starts.push(attempt.sent_at);
+                epochs.bindings.push(attempt.payload_fingerprint.clone());
+                epochs.straddled.push(false);
+            }
+            let epoch = epochs.starts.len() - 1;
+            let straddles = straddles && !starts_epoch;
+            if straddles {
+                epochs.straddled[epoch] = true;
+            }
+            epochs.of_attempt.push(epoch);
+            epochs.straddling.push(straddles);
         }
-        first_attempt_of_call
-            .into_iter()
-            .filter(|(_, wall)| wall.saturating_sub(first.wall_clock_ms) >= retention_ms)
-            .map(|(call, _)| call)
-            .collect()
+        if epochs.starts.is_empty() {
+            epochs.starts.push(0);
+            epochs.bindings.push(
+                self.trial.operations[operation]
+                    .approved_fingerprint
+                    .clone(),
+            );
+            epochs.straddled.push(false);
+        }
+        // What the target bound an epoch to is best seen in what it sent: the
+        // first dispatch of the epoch. An attempt the target refused before
+        // claiming (say, the authority did not answer) bound nothing.
+        let mut bound = vec![false; epochs.starts.len()];
+        for dispatch in dispatches {
+            let epoch = epochs.at(dispatch.at);
+            if !bound[epoch] {
+                bound[epoch] = true;
+                epochs.bindings[epoch] = dispatch.payload_fingerprint.clone();
+            }
+        }
+        epochs
+    }
+
+    /// The latest the target's wall clock can have read while handling
+    /// `attempt`: its wall clock when sent, plus the time it took, plus every
+    /// clock jump before its answer arrived (one in the millisecond it was sent
+    /// too, to err on the side of the target).
+    fn latest_wall_clock(&self, attempt: &Attempt) -> u64 {
+        let jumps: u64 = self
+            .run
+            .history
+            .faults
+            .iter()
+            .filter(|event| attempt.sent_at <= event.at && event.at < attempt.ended_at)
+            .filter_map(
+                |event| match self.trial.scenario.faults.get(event.fault?)? {
+                    crate::fault::Fault::AdvanceClock { by, .. } => {
+                        Some(chaos_kit::clock::millis(*by))
+                    }
+                    _ => None,
+                },
+            )
+            .sum();
+        attempt.wall_clock_ms + (attempt.ended_at - attempt.sent_at) + jumps
     }
 
     fn operation(&mut self, index: usize) -> OperationSummary {
@@ -359,9 +423,9 @@ impl<'a> Checker<'a> {
             .iter()
             .filter(|dispatch| dispatch.subject.as_ref() == Some(&operation.subject))
             .collect();
-        let past_retention = self.calls_past_retention(index, &effects);
+        let epochs = self.epochs(index, &attempts, &dispatches);
         let expected = trial.scenario.expected_effects(&name);
-        let expected_max = expected + past_retention.len() as u32;
+        let expected_max = expected * epochs.allowances();
         let count = effects.len() as u32;
 
         if count > expected_max {
@@ -384,7 +448,7 @@ impl<'a> Checker<'a> {
                     extra.at
                 ),
             );
-        } else if count < expected {
+        } else if count < expected && judges_completion(trial) {
             let last = attempts
                 .last()
                 .map(|attempt| {
@@ -421,10 +485,13 @@ impl<'a> Checker<'a> {
         }
 
         for dispatch in &dispatches {
-            let in_new_call = attempts.iter().any(|attempt| {
-                attempt.spans(dispatch.at) && past_retention.contains(&attempt.call)
-            });
-            if dispatch.payload_fingerprint != operation.approved_fingerprint && !in_new_call {
+            let during_straddling_attempt = attempts
+                .iter()
+                .zip(&epochs.straddling)
+                .any(|(attempt, straddles)| *straddles && attempt.spans(dispatch.at));
+            if dispatch.payload_fingerprint != epochs.bindings[epochs.at(dispatch.at)]
+                && !during_straddling_attempt
+            {
                 self.fail(
                     Check::ChangedPayloadDispatched,
                     Some(index),
@@ -437,14 +504,27 @@ impl<'a> Checker<'a> {
             }
         }
 
-        for attempt in &attempts {
+        for (position, attempt) in attempts.iter().enumerate() {
             let said = match &attempt.end {
                 AttemptEnd::Answered(answer) => answer,
                 AttemptEnd::Lost { dropped, .. } => dropped,
                 AttemptEnd::Failed { .. } => continue,
             };
-            let new_operation = past_retention.contains(&attempt.call);
-            self.honesty(index, attempt, said, &effects, &attempts, new_operation);
+            let epoch = epochs.of_attempt[position];
+            let context = if epochs.straddling[position] {
+                // The target may have judged it either side of its retention:
+                // as the old operation or as a new one. Neither binding holds.
+                AttemptContext {
+                    binding: None,
+                    epoch_starts_at: attempt.sent_at,
+                }
+            } else {
+                AttemptContext {
+                    binding: Some(&epochs.bindings[epoch]),
+                    epoch_starts_at: epochs.starts[epoch],
+                }
+            };
+            self.honesty(index, attempt, said, &effects, &attempts, context);
         }
 
         OperationSummary {
@@ -480,16 +560,28 @@ impl<'a> Checker<'a> {
         said: &Answer,
         effects: &[&Effect],
         attempts: &[&Attempt],
-        new_operation: bool,
+        context: AttemptContext<'_>,
     ) {
         let name = &self.trial.operations[index].name;
-        let approved = &self.trial.operations[index].approved_fingerprint;
         let who = describe(attempt);
         let effects_by_answer: Vec<&&Effect> = effects
             .iter()
             .filter(|effect| effect.at <= attempt.ended_at)
             .collect();
-        let changed = attempt.payload_fingerprint != *approved && !new_operation;
+        // Effects of an earlier epoch belong to an operation the target has
+        // (by its declared policy) forgotten: they do not make a refusal of the
+        // new one dishonest.
+        let effects_of_epoch: Vec<&&Effect> = effects_by_answer
+            .iter()
+            .copied()
+            .filter(|effect| effect.at >= context.epoch_starts_at)
+            .collect();
+        let changed = context
+            .binding
+            .is_some_and(|binding| attempt.payload_fingerprint != binding);
+        let unchanged = context
+            .binding
+            .is_some_and(|binding| attempt.payload_fingerprint == binding);
 
         match said.outcome {
             Outcome::Applied | Outcome::Replayed if effects_by_answer.is_empty() => self.fail(
@@ -519,15 +611,15 @@ impl<'a> Checker<'a> {
                     ),
                 );
             }
-            Outcome::Rejected if !effects_by_answer.is_empty() => self.fail(
+            Outcome::Rejected if !effects_of_epoch.is_empty() => self.fail(
                 Check::RejectedWithEffect,
                 Some(index),
                 format!(
                     "operation '{name}': attempt {who} answered rejected, but the provider committed its effect ({}) at {} ms",
-                    effects_by_answer[0].receipt, effects_by_answer[0].at
+                    effects_of_epoch[0].receipt, effects_of_epoch[0].at
                 ),
             ),
-            Outcome::Conflict if attempt.payload_fingerprint == *approved => self.fail(
+            Outcome::Conflict if unchanged => self.fail(
                 Check::FalseConflict,
                 Some(index),
                 format!(
@@ -699,7 +791,11 @@ impl<'a> Checker<'a> {
                 } else if wants_effect {
                     self.liveness_judged = true;
                 }
-            } else if can_reconcile && last_call_of_operation && !finals.is_empty() {
+            } else if can_reconcile
+                && last_call_of_operation
+                && !finals.is_empty()
+                && judges_completion(self.trial)
+            {
                 self.liveness_judged = true;
                 if definitive.is_empty() {
                     let seen = self.outcomes_of_call(call.number);
@@ -727,6 +823,72 @@ impl<'a> Checker<'a> {
         attempts.sort_by_key(|attempt| attempt.sent_at);
         join(attempts.iter().map(|attempt| attempt.summary()))
     }
+}
+
+/// Whether the run is judged on operations *completing* (`missing-effect`, and
+/// liveness for calls without `expect`), or only on the universal invariants.
+///
+/// A schedule written by `chaos explore` (issue 5) is judged on the universal
+/// invariants alone: at most the expected effects, honest outcomes, no
+/// disclosure, no dispatch of a changed payload. Whether an operation can
+/// complete there depends on a retry budget and faults a generator chose: one
+/// attempt whose answer is lost, a restart slower than every retry, a blind
+/// provider, a clock jump past the provider's retention. There, `unknown` (or
+/// nothing at all) is the honest end, so completion is not asked of the target.
+fn judges_completion(trial: &Trial<'_>) -> bool {
+    trial.scenario.test != TestKind::Explored
+}
+
+/// An operation's life split by the target's declared retention. Past it, the
+/// target's declared policy is that a retry may be a new operation: a new
+/// epoch, bound to its own payload and allowed its own effects. An attempt
+/// sent a retention after the start of the current epoch starts a new one. An
+/// attempt sent inside it, but still being handled when a clock jump carried
+/// the target past it, *straddles*: the target may have judged it either way,
+/// so it is held to neither epoch's binding and allowed one more effect.
+struct Epochs {
+    /// When each epoch's first attempt was sent (run time, ms).
+    starts: Vec<Ms>,
+    /// The payload fingerprint each epoch is bound to: its first dispatch's,
+    /// or before any dispatch, its first attempt's.
+    bindings: Vec<String>,
+    /// The epoch of each attempt, in the order of `attempts_of`.
+    of_attempt: Vec<usize>,
+    /// Whether each attempt straddles the retention: sent inside it, it was
+    /// still being handled when a clock jump carried the target past it.
+    straddling: Vec<bool>,
+    /// Whether each epoch has a straddling attempt.
+    straddled: Vec<bool>,
+}
+
+impl Epochs {
+    /// How many operations' worth of effects the target may have made: one
+    /// per epoch, and one more for each epoch an attempt straddled out of.
+    fn allowances(&self) -> u32 {
+        (self.starts.len()
+            + self
+                .straddled
+                .iter()
+                .filter(|straddled| **straddled)
+                .count()) as u32
+    }
+
+    /// The epoch under way at run time `at`.
+    fn at(&self, at: Ms) -> usize {
+        self.starts
+            .iter()
+            .rposition(|start| *start <= at)
+            .unwrap_or(0)
+    }
+}
+
+/// What an attempt is judged against.
+#[derive(Clone, Copy)]
+struct AttemptContext<'a> {
+    /// The payload fingerprint its operation is bound to in its epoch; `None`
+    /// when the attempt straddles the retention and either epoch's binding holds.
+    binding: Option<&'a str>,
+    epoch_starts_at: Ms,
 }
 
 fn describe(attempt: &Attempt) -> String {

@@ -248,7 +248,7 @@ struct ScenarioFile {
     workload: WorkloadFile,
     #[serde(default)]
     call: Vec<Spanned<CallFile>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     fault: Vec<Spanned<Fault>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     expect: Option<Spanned<ExpectFile>>,
