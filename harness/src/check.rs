@@ -331,37 +331,52 @@ impl<'a> Checker<'a> {
     }
 
     /// Splits the operation's life into [`Epochs`] by the target's declared retention.
-    fn epochs(&self, operation: usize, attempts: &[&Attempt], dispatches: &[&Dispatch]) -> Epochs {
+    /// With `straddlers_start`, an attempt that straddles the retention starts
+    /// a new epoch (the target took it as a new operation); without, it does
+    /// not (the target judged it before the jump). The checks that depend on
+    /// the split fail only when they fail under both readings.
+    fn epochs(
+        &self,
+        operation: usize,
+        attempts: &[&Attempt],
+        dispatches: &[&Dispatch],
+        straddlers_start: bool,
+    ) -> Epochs {
         let mut epochs = Epochs {
             starts: Vec::new(),
             bindings: Vec::new(),
             of_attempt: Vec::with_capacity(attempts.len()),
             straddling: Vec::with_capacity(attempts.len()),
-            straddled: Vec::new(),
         };
         let retention_ms = self.target.retention.map(chaos_kit::clock::millis);
-        let mut anchor_wall = None;
+        let mut anchor_wall: Option<u64> = None;
         for attempt in attempts {
-            let (starts_epoch, straddles) = match (anchor_wall, retention_ms) {
-                (None, _) => (true, false),
-                (Some(anchor), Some(retention)) => (
-                    attempt.wall_clock_ms.saturating_sub(anchor) >= retention,
-                    self.latest_wall_clock(attempt).saturating_sub(anchor) >= retention,
-                ),
-                (Some(_), None) => (false, false),
+            let latest = self.latest_wall_clock(attempt);
+            // (whether it starts an epoch, whether it straddles, the new anchor)
+            let (starts_epoch, straddles, anchor) = match (anchor_wall, retention_ms) {
+                (None, _) => (true, false, attempt.wall_clock_ms),
+                (Some(anchor), Some(retention))
+                    if attempt.wall_clock_ms.saturating_sub(anchor) >= retention =>
+                {
+                    (true, false, attempt.wall_clock_ms)
+                }
+                // Perhaps a new operation: if the target took it as one, its
+                // record dates from after the jump, and so does this epoch.
+                (Some(anchor), Some(retention)) if latest.saturating_sub(anchor) >= retention => {
+                    if straddlers_start {
+                        (true, true, latest)
+                    } else {
+                        (false, true, anchor)
+                    }
+                }
+                (Some(anchor), _) => (false, false, anchor),
             };
+            anchor_wall = Some(anchor);
             if starts_epoch {
-                anchor_wall = Some(attempt.wall_clock_ms);
                 epochs.starts.push(attempt.sent_at);
                 epochs.bindings.push(attempt.payload_fingerprint.clone());
-                epochs.straddled.push(false);
             }
-            let epoch = epochs.starts.len() - 1;
-            let straddles = straddles && !starts_epoch;
-            if straddles {
-                epochs.straddled[epoch] = true;
-            }
-            epochs.of_attempt.push(epoch);
+            epochs.of_attempt.push(epochs.starts.len() - 1);
             epochs.straddling.push(straddles);
         }
         if epochs.starts.is_empty() {
@@ -371,7 +386,6 @@ impl<'a> Checker<'a> {
                     .approved_fingerprint
                     .clone(),
             );
-            epochs.straddled.push(false);
         }
         // What the target bound an epoch to is best seen in what it sent: the
         // first dispatch of the epoch. An attempt the target refused before
@@ -423,9 +437,13 @@ impl<'a> Checker<'a> {
             .iter()
             .filter(|dispatch| dispatch.subject.as_ref() == Some(&operation.subject))
             .collect();
-        let epochs = self.epochs(index, &attempts, &dispatches);
+        let readings = [
+            self.epochs(index, &attempts, &dispatches, true),
+            self.epochs(index, &attempts, &dispatches, false),
+        ];
         let expected = trial.scenario.expected_effects(&name);
-        let expected_max = expected * epochs.allowances();
+        // The reading with the more epochs allows the more effects.
+        let expected_max = expected * readings[0].starts.len() as u32;
         let count = effects.len() as u32;
 
         if count > expected_max {
@@ -487,11 +505,12 @@ impl<'a> Checker<'a> {
         for dispatch in &dispatches {
             let during_straddling_attempt = attempts
                 .iter()
-                .zip(&epochs.straddling)
+                .zip(&readings[0].straddling)
                 .any(|(attempt, straddles)| *straddles && attempt.spans(dispatch.at));
-            if dispatch.payload_fingerprint != epochs.bindings[epochs.at(dispatch.at)]
-                && !during_straddling_attempt
-            {
+            let changed_in_every_reading = readings.iter().all(|epochs| {
+                dispatch.payload_fingerprint != epochs.bindings[epochs.at(dispatch.at)]
+            });
+            if changed_in_every_reading && !during_straddling_attempt {
                 self.fail(
                     Check::ChangedPayloadDispatched,
                     Some(index),
@@ -510,19 +529,17 @@ impl<'a> Checker<'a> {
                 AttemptEnd::Lost { dropped, .. } => dropped,
                 AttemptEnd::Failed { .. } => continue,
             };
-            let epoch = epochs.of_attempt[position];
-            let context = if epochs.straddling[position] {
-                // The target may have judged it either side of its retention:
-                // as the old operation or as a new one. Neither binding holds.
-                AttemptContext {
-                    binding: None,
-                    epoch_starts_at: attempt.sent_at,
-                }
-            } else {
-                AttemptContext {
-                    binding: Some(&epochs.bindings[epoch]),
-                    epoch_starts_at: epochs.starts[epoch],
-                }
+            let [eager, strict] = &readings;
+            let (eager_epoch, strict_epoch) =
+                (eager.of_attempt[position], strict.of_attempt[position]);
+            let context = AttemptContext {
+                bindings: [
+                    // Taken as a new operation, a straddling attempt is what
+                    // binds it: it is held to no earlier payload.
+                    (!eager.straddling[position]).then(|| eager.bindings[eager_epoch].as_str()),
+                    Some(strict.bindings[strict_epoch].as_str()),
+                ],
+                epoch_starts_at: eager.starts[eager_epoch].max(strict.starts[strict_epoch]),
             };
             self.honesty(index, attempt, said, &effects, &attempts, context);
         }
@@ -576,12 +593,16 @@ impl<'a> Checker<'a> {
             .copied()
             .filter(|effect| effect.at >= context.epoch_starts_at)
             .collect();
+        // Judged against the payload the operation is bound to, in every
+        // reading of the retention split (see `epochs`).
         let changed = context
-            .binding
-            .is_some_and(|binding| attempt.payload_fingerprint != binding);
+            .bindings
+            .iter()
+            .all(|binding| binding.is_some_and(|binding| attempt.payload_fingerprint != binding));
         let unchanged = context
-            .binding
-            .is_some_and(|binding| attempt.payload_fingerprint == binding);
+            .bindings
+            .iter()
+            .all(|binding| binding.is_some_and(|binding| attempt.payload_fingerprint == binding));
 
         match said.outcome {
             Outcome::Applied | Outcome::Replayed if effects_by_answer.is_empty() => self.fail(
@@ -845,7 +866,8 @@ fn judges_completion(trial: &Trial<'_>) -> bool {
 /// sent a retention after the start of the current epoch starts a new one. An
 /// attempt sent inside it, but still being handled when a clock jump carried
 /// the target past it, *straddles*: the target may have judged it either way,
-/// so it is held to neither epoch's binding and allowed one more effect.
+/// so both readings are built (see `Checker::epochs`). Taken as new, it starts
+/// an epoch dated from after the jump, as the target's new record would be.
 struct Epochs {
     /// When each epoch's first attempt was sent (run time, ms).
     starts: Vec<Ms>,
@@ -857,22 +879,9 @@ struct Epochs {
     /// Whether each attempt straddles the retention: sent inside it, it was
     /// still being handled when a clock jump carried the target past it.
     straddling: Vec<bool>,
-    /// Whether each epoch has a straddling attempt.
-    straddled: Vec<bool>,
 }
 
 impl Epochs {
-    /// How many operations' worth of effects the target may have made: one
-    /// per epoch, and one more for each epoch an attempt straddled out of.
-    fn allowances(&self) -> u32 {
-        (self.starts.len()
-            + self
-                .straddled
-                .iter()
-                .filter(|straddled| **straddled)
-                .count()) as u32
-    }
-
     /// The epoch under way at run time `at`.
     fn at(&self, at: Ms) -> usize {
         self.starts
@@ -885,9 +894,9 @@ impl Epochs {
 /// What an attempt is judged against.
 #[derive(Clone, Copy)]
 struct AttemptContext<'a> {
-    /// The payload fingerprint its operation is bound to in its epoch; `None`
-    /// when the attempt straddles the retention and either epoch's binding holds.
-    binding: Option<&'a str>,
+    /// The payload fingerprint its operation is bound to in its epoch, in each
+    /// reading of the split; `None` where the attempt itself may bind it.
+    bindings: [Option<&'a str>; 2],
     epoch_starts_at: Ms,
 }
 
