@@ -177,8 +177,11 @@ pub fn explore(
     let started = Instant::now();
     let strategy = schedule::cases(settings.provider);
     let mut runner = runner_for(settings.seed);
-    // Small batches: a failure in the first cases is found (and timed) quickly.
-    let batch = (rayon::current_num_threads() * 4) as u64;
+    // Batches start small, so a failure in the first cases is found (and
+    // timed) quickly, and grow, so cores are not left idle waiting for the
+    // slowest case of a small batch.
+    let mut batch = (rayon::current_num_threads() * 2) as u64;
+    let largest_batch = batch * 16;
     let judge_case = |case: &Case| judge(case, target);
 
     let mut exploration = Exploration {
@@ -219,6 +222,7 @@ pub fn explore(
         let candidates: Vec<Case> = trees.iter().map(ValueTree::current).collect();
         let verdicts: Vec<Verdict> = candidates.par_iter().map(judge_case).collect();
         exploration.exploring += batch_started.elapsed();
+        batch = (batch * 2).min(largest_batch);
 
         for (tree, verdict) in trees.iter_mut().zip(verdicts) {
             exploration.cases_run += 1;

@@ -545,6 +545,7 @@ fn simpler_network(network: &NetworkSetup) -> Vec<NetworkSetup> {
 mod tests {
     use std::path::Path;
 
+    use proptest::strategy::ValueTree;
     use proptest::test_runner::{Config, TestRunner};
 
     use super::*;

@@ -57,7 +57,7 @@ pub fn render(found: &Found, target: &str, settings: &Settings, path: &Path) -> 
     } else {
         "cut short: smaller than found, maybe not minimal"
     };
-    let mut header = vec![
+    let mut header: Vec<String> = vec![
         "Found by chaos explore: a fault schedule nobody wrote, shrunk.".to_owned(),
         String::new(),
         format!("target:   {target}"),
@@ -80,12 +80,16 @@ pub fn render(found: &Found, target: &str, settings: &Settings, path: &Path) -> 
         "disclosure, no dispatch of a changed payload. Completion and liveness are".to_owned(),
         "not judged: a generated retry budget may leave no honest way to finish.".to_owned(),
     ];
-    for fault in &shrunk.case.faults {
-        if header.len() == 12 {
-            header.push(String::new());
-            header.push("faults:".to_owned());
-        }
-        header.push(format!("  - {fault}"));
+    if !shrunk.case.faults.is_empty() {
+        header.push(String::new());
+        header.push("faults:".to_owned());
+        header.extend(
+            shrunk
+                .case
+                .faults
+                .iter()
+                .map(|fault| format!("  - {fault}")),
+        );
     }
     let mut text: String = header
         .iter()
