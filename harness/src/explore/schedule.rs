@@ -293,6 +293,22 @@ impl Case {
                 candidates.push(case);
             }
         }
+        // Operations named in order of first use: "a", then "b".
+        let mut used: Vec<&str> = Vec::new();
+        for call in &self.calls {
+            if !used.contains(&call.operation.as_str()) {
+                used.push(&call.operation);
+            }
+        }
+        let mut renamed = self.clone();
+        for call in &mut renamed.calls {
+            let rank = used
+                .iter()
+                .position(|name| *name == call.operation)
+                .unwrap_or(0);
+            call.operation = OPERATIONS[rank].to_owned();
+        }
+        candidates.push(renamed);
         for (index, fault) in self.faults.iter().enumerate() {
             for simpler in simpler_fault(fault) {
                 let mut case = self.clone();
