@@ -57,11 +57,11 @@ pub const MAX_RESTART_MS: u64 = 60;
 /// An answer is delayed at most this long (past the agent's timeout of the
 /// slowest network, 72 ms).
 pub const MAX_DELAY_MS: u64 = 80;
-/// The provider's processing delay widens races, and stays below the target's
-/// upstream timeout (10 ms) minus a round trip of the slowest network: a
-/// provider that commits after the target stopped waiting is modelled by a
-/// `delay` or `lose-response` fault, which says so; a silently slow provider
-/// would make every lookup by key unsound, for any target.
+/// The provider's processing delay widens races, and stays a few milliseconds:
+/// far inside the time a target takes to give up on a dispatch and come back
+/// with a retry's lookup or re-send. A provider that silently commits after
+/// that would make every reconcile unsound, for any target; a late commit is
+/// what a `delay` or `lose-response` fault says openly.
 pub const MAX_PROCESSING_DELAY_MS: u64 = 3;
 /// Latencies: at least 1 ms (the validator's floor), at most this.
 pub const MAX_LATENCY_MS: u64 = 3;
