@@ -21,7 +21,7 @@ impl TerminalProgress {
         let bar = ProgressBar::with_draw_target(Some(cases), ProgressDrawTarget::stderr());
         bar.set_style(
             ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} cases ({per_sec}) {msg}",
+                "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} cases, eta {eta} {msg}",
             )
             .expect("the template is valid"),
         );
