@@ -16,11 +16,15 @@
 //! - [`check`]: the checkers, turning history + ledger into a verdict;
 //! - [`runner`]: runs every (scenario, target, seed) trial, on every core;
 //! - [`report`]: the summary of a run and its renderings;
-//! - [`targets`]: the reference targets by name; [`bench`]: `chaos bench`.
+//! - [`targets`]: the reference targets by name; [`bench`]: `chaos bench`;
+//! - [`explore`]: `chaos explore`, which generates fault schedules (proptest),
+//!   runs each as a trial through the same plan -> sim -> check stages, and
+//!   shrinks a failing one into a scenario file.
 
 pub mod bench;
 pub mod check;
 pub mod exit;
+pub mod explore;
 pub mod fault;
 pub mod history;
 pub mod plan;

@@ -10,10 +10,12 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use chaos::exit::Exit;
+use chaos::explore::{self, progress::TerminalProgress, Stop};
 use chaos::report::{json, table};
 use chaos::runner::{self, Seeds};
 use chaos::scenario::{Scenario, TestKind};
 use chaos::targets::{self, ReferenceTarget};
+use chaos_kit::protocol::ProviderProfile;
 
 // A simulation allocates and frees thousands of small buffers (segments,
 // headers, JSON); mimalloc measurably shortens that path (see README, Performance).
@@ -46,6 +48,8 @@ enum Command {
     },
     /// Measure simulations per second: the six-test mix against a no-fault run.
     Bench(BenchArgs),
+    /// Generate fault schedules nobody wrote; shrink a failure to a minimal scenario file.
+    Explore(ExploreArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -84,6 +88,39 @@ struct BenchArgs {
     /// Where the six tests' scenarios are.
     #[arg(long, default_value = "scenarios")]
     scenarios: PathBuf,
+    /// Measure `chaos explore` instead, at the full counts: 10,000
+    /// cases against ledger, 1,000 against each broken target per seed.
+    #[arg(long)]
+    explore: bool,
+    /// With --explore: explore each broken target with seeds 0 to N-1.
+    #[arg(long, default_value_t = 20, requires = "explore")]
+    seeds: u64,
+}
+
+#[derive(Debug, clap::Args)]
+struct ExploreArgs {
+    /// The reference target to explore.
+    #[arg(long, value_name = "NAME")]
+    target: String,
+    /// Only schedules against this provider profile. Default: all three.
+    #[arg(long, value_name = "keyed|lookup|blind", value_parser = parse_profile)]
+    provider: Option<ProviderProfile>,
+    /// Run at most this many cases.
+    #[arg(long, default_value_t = 1000)]
+    cases: u64,
+    /// Stop looking for failures after this long (e.g. 30s); a failure found is still shrunk.
+    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    time_budget: Option<Duration>,
+    /// Seeds the generator: the same seed explores the same cases. Default:
+    /// taken from the clock, and printed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Keep exploring after a failure, for failures of other checks.
+    #[arg(long)]
+    keep_going: bool,
+    /// Where to write the shrunk scenarios.
+    #[arg(long, default_value = "reports/explored")]
+    out: PathBuf,
 }
 
 fn main() -> ExitCode {
@@ -92,6 +129,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::List { scenarios } => list(&scenarios),
         Command::Bench(args) => bench(args),
+        Command::Explore(args) => explore(args),
     };
     exit.into()
 }
@@ -282,10 +320,155 @@ fn bench(args: BenchArgs) -> Exit {
         Ok(mix) => mix,
         Err(exit) => return exit,
     };
+    if args.explore {
+        return bench_explore(args.seeds);
+    }
     if args.rounds == 0 {
         return fail("--rounds must be at least 1", Exit::BadInput);
     }
     let figures = chaos::bench::bench(&mix, &target, args.rounds, args.round_length);
     print!("{}", figures.render());
     Exit::Success
+}
+
+fn parse_profile(text: &str) -> Result<ProviderProfile, String> {
+    ProviderProfile::parse(text).ok_or_else(|| {
+        let choices: Vec<&str> = ProviderProfile::ALL.iter().map(|p| p.as_str()).collect();
+        format!(
+            "unknown provider '{text}'. Choose from: {}",
+            choices.join(", ")
+        )
+    })
+}
+
+/// Sets the returned flag on Ctrl-C; a second Ctrl-C exits at once.
+fn cancel_on_ctrl_c(message: &'static str) -> Arc<AtomicBool> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = cancel.clone();
+    let handler = ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(i32::from(Exit::Interrupted.code()));
+        }
+        eprintln!("\n{message} (Ctrl-C again to quit now)");
+    });
+    if let Err(error) = handler {
+        eprintln!("warning: Ctrl-C will not stop the run cleanly: {error}");
+    }
+    cancel
+}
+
+fn explore(args: ExploreArgs) -> Exit {
+    let target = match targets::find(&args.target) {
+        Ok(target) => target,
+        Err(error) => return fail(error, Exit::BadInput),
+    };
+    if args.cases == 0 {
+        return fail("--cases must be at least 1", Exit::BadInput);
+    }
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_nanos() as u64 % 1_000_000)
+    });
+    let settings = explore::Settings {
+        provider: args.provider,
+        cases: args.cases,
+        time_budget: args.time_budget,
+        seed,
+        keep_going: args.keep_going,
+    };
+    let providers = match args.provider {
+        Some(profile) => profile.to_string(),
+        None => "keyed, lookup, blind".into(),
+    };
+    // The seed first, so an exploration that dies halfway can be repeated.
+    println!(
+        "chaos explore: target {}, seed {seed}, up to {} cases, provider {providers}",
+        target.info.name, args.cases
+    );
+
+    let cancel = cancel_on_ctrl_c(
+        "interrupted: a failure being shrunk is written as far as it got; nothing else is",
+    );
+    let progress = TerminalProgress::new(args.cases);
+    let observer: &dyn explore::Observer = match &progress {
+        Some(progress) => progress,
+        None => &(),
+    };
+    let exploration = explore::explore(&target, &settings, observer, &cancel);
+
+    let mut exit = exploration.exit();
+    for (index, found) in exploration.found.iter().enumerate() {
+        let shrunk = &found.shrunk;
+        println!("FAIL case {}: {}", found.case_number, found.original_reason);
+        println!(
+            "shrunk from {} fault(s) to {} in {} steps{}:",
+            found.original.faults.len(),
+            shrunk.case.faults.len(),
+            shrunk.steps,
+            if shrunk.complete { "" } else { " (cut short)" }
+        );
+        for fault in &shrunk.case.faults {
+            println!("  - {fault}");
+        }
+        println!("  {}", found.reason());
+        match explore::write::write(found, &target.info.name, &settings, &args.out, index) {
+            Ok(written) => {
+                println!("scenario: {}", written.path.display());
+                println!("    rerun: {}", written.rerun);
+            }
+            Err(error) => {
+                eprintln!(
+                    "error: failed to write the scenario into {}: {error}",
+                    args.out.display()
+                );
+                exit = Exit::BadInput;
+            }
+        }
+    }
+    if let Some((case, _, reason)) = &exploration.first_undecided {
+        println!(
+            "UNDECIDED case {case} (first of {}): {reason}",
+            exploration.cases_undecided
+        );
+    }
+    let stopped = match exploration.stop {
+        Stop::Cases => "every case run",
+        Stop::Failure => "stopped at the first failure",
+        Stop::TimeBudget => "time budget spent",
+        Stop::Interrupted => "interrupted",
+    };
+    println!(
+        "summary: {} cases run in {:.1} s ({:.0} cases/s; {stopped}); {} failing, {} undecided; {} failure(s) found and shrunk in {} steps",
+        exploration.cases_run,
+        exploration.elapsed.as_secs_f64(),
+        exploration.cases_per_second(),
+        exploration.cases_failed,
+        exploration.cases_undecided,
+        exploration.found.len(),
+        exploration.shrink_steps()
+    );
+    println!("exit {}: {}", exit.code(), exit.describe());
+    exit
+}
+
+fn bench_explore(seeds: u64) -> Exit {
+    let all = targets::reference_targets();
+    let (ledger, broken): (Vec<ReferenceTarget>, Vec<ReferenceTarget>) = all
+        .into_iter()
+        .partition(|target| target.info.name == "ledger");
+    let Some(ledger) = ledger.first() else {
+        return fail("the ledger reference target is missing", Exit::BadInput);
+    };
+    let cancel = cancel_on_ctrl_c("interrupted: no figures will be printed");
+    let figures = explore::bench::bench(ledger, &broken, seeds, &cancel);
+    if cancel.load(Ordering::Relaxed) {
+        return Exit::Interrupted;
+    }
+    print!("{}", figures.render());
+    if figures.problems().is_empty() {
+        Exit::Success
+    } else {
+        Exit::InvariantViolated
+    }
 }

@@ -191,6 +191,14 @@ impl Ledger {
         let contract = self.env.provider_contract;
         match contract.profile {
             ProviderProfile::Lookup => {
+                // A lookup only proves absence while the provider still keeps
+                // receipts: past its retention, "not found" is forgetting, not
+                // evidence, and re-sending would do the effect twice (issue 5).
+                if !self.inside_provider_retention(&record) {
+                    return unknown(
+                        "the provider no longer keeps receipts that old; the outcome cannot be learned",
+                    );
+                }
                 match upstream::lookup(&self.env, &record.downstream_key).await {
                     Lookup::Found { receipt } => self.settle(
                         tool,
@@ -209,11 +217,7 @@ impl Ledger {
                 }
             }
             ProviderProfile::Keyed => {
-                let age = self.env.clock.now_ms().saturating_sub(record.created_at_ms);
-                let inside_provider_retention = contract
-                    .retention
-                    .is_none_or(|retention| age < millis(retention));
-                if inside_provider_retention {
+                if self.inside_provider_retention(&record) {
                     // Re-sending under the same key inside the provider's retention is
                     // the provider's documented way to learn the first answer.
                     self.dispatch(tool, scope, record).await
@@ -229,9 +233,29 @@ impl Ledger {
         }
     }
 
+    /// Whether the provider still remembers what was sent for `record`. The
+    /// record was claimed before the dispatch it covers, so its age is at
+    /// least the age of anything the provider stored for it.
+    fn inside_provider_retention(&self, record: &Record) -> bool {
+        let age = self.env.clock.now_ms().saturating_sub(record.created_at_ms);
+        self.env
+            .provider_contract
+            .retention
+            .is_none_or(|retention| age < millis(retention))
+    }
+
     /// Drops a record older than [`RETENTION`]: past it, the declared policy is
     /// that a retry is a new operation.
+    ///
+    /// A claim this process is still working on is live work, not history, however
+    /// old its clock says it is: forgetting it would let a second claim dispatch
+    /// beside it, and its worker would then overwrite that claim when it settles
+    /// (found by `chaos explore`, issue 5: a clock jump while a dispatch was in flight).
     fn forget_if_expired(&self, scope: &str, now: u64) {
+        let in_flight = lock(&self.in_flight);
+        if in_flight.contains(scope) {
+            return;
+        }
         if let Some(record) = self.load(scope) {
             if now.saturating_sub(record.created_at_ms) >= millis(RETENTION) {
                 self.disk.remove(scope);
