@@ -116,8 +116,15 @@ fn a_long_clock_jump_costs_no_simulated_time() {
     let trial = Trial::new(&scenario, 1, Timing::simulated(&scenario));
     let run = sim::simulate(&trial, &target);
     assert!(run.error.is_none(), "{:?}", run.error);
-    assert!(run.history.ended_at < 1_000, "the run took {} simulated ms", run.history.ended_at);
+    assert!(
+        run.history.ended_at < 1_000,
+        "the run took {} simulated ms",
+        run.history.ended_at
+    );
     let first = run.history.attempts.first().unwrap().wall_clock_ms;
     let last = run.history.attempts.last().unwrap().wall_clock_ms;
-    assert!(last - first >= 400 * 24 * 3_600_000, "the wall clock did not jump");
+    assert!(
+        last - first >= 400 * 24 * 3_600_000,
+        "the wall clock did not jump"
+    );
 }
