@@ -21,9 +21,9 @@ impl Bar {
         }
         let color = std::env::var_os("NO_COLOR").is_none();
         let template = if color {
-            "{spinner:.cyan} [{elapsed_precise}] {bar:40.cyan/blue} {pos}/{len} trials ({per_sec}, {eta} left)"
+            "{spinner:.cyan} [{elapsed_precise}] {wide_bar:.cyan/blue} {pos}/{len} trials, {eta} left"
         } else {
-            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} trials ({per_sec}, {eta} left)"
+            "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} trials, {eta} left"
         };
         let style = ProgressStyle::with_template(template)
             .expect("the template is valid")
@@ -41,10 +41,11 @@ impl Bar {
 }
 
 impl Progress for Bar {
-    fn trial_done(&self, _done: usize, total: usize) {
-        if self.bar.length() != Some(total as u64) {
-            self.bar.set_length(total as u64);
-        }
+    fn started(&self, total: usize) {
+        self.bar.set_length(total as u64);
+    }
+
+    fn trial_done(&self, _done: usize, _total: usize) {
         self.bar.inc(1);
     }
 }

@@ -127,6 +127,8 @@ impl Sweep {
 
 /// Observes progress; called from worker threads.
 pub trait Progress: Sync {
+    /// Called once, before the first trial, with how many will run.
+    fn started(&self, _total: usize) {}
     fn trial_done(&self, done: usize, total: usize);
 }
 
@@ -203,6 +205,7 @@ pub fn run_sweep(
         .filter(|&position| mine(position))
         .count();
     let done = AtomicUsize::new(0);
+    progress.started(total);
 
     let cells: Vec<Mutex<CellSummary>> = (0..cell_count as usize)
         .map(|cell| {

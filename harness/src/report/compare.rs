@@ -143,14 +143,26 @@ pub fn compare(reports: &[(String, Summary)]) -> Comparison {
         })
         .collect();
 
-    let mut columns = Vec::new();
-    for (report, (_, summary)) in reports.iter().enumerate() {
+    // A target's columns sit together, in report order, so a change reads
+    // left to right.
+    let mut targets: Vec<&str> = Vec::new();
+    for (_, summary) in reports {
         for target in &summary.targets {
-            columns.push(Column {
-                label: target.name.clone(),
-                target: target.name.clone(),
-                report,
-            });
+            if !targets.contains(&target.name.as_str()) {
+                targets.push(&target.name);
+            }
+        }
+    }
+    let mut columns = Vec::new();
+    for target in targets {
+        for (report, (_, summary)) in reports.iter().enumerate() {
+            if summary.targets.iter().any(|meta| meta.name == target) {
+                columns.push(Column {
+                    label: target.to_owned(),
+                    target: target.to_owned(),
+                    report,
+                });
+            }
         }
     }
     let shared: BTreeSet<String> = columns
@@ -353,8 +365,11 @@ pub fn render_markdown(comparison: &Comparison) -> String {
         }
         out.push('\n');
     }
-    out.push('\n');
-    out.push_str(&render_changes(comparison, true));
+    let changes = render_changes(comparison, true);
+    if !changes.is_empty() {
+        out.push('\n');
+        out.push_str(&changes);
+    }
     out
 }
 
@@ -363,36 +378,37 @@ fn render_changes(comparison: &Comparison, markdown: bool) -> String {
     for note in &comparison.notes {
         let _ = writeln!(out, "note: {note}");
     }
-    let regressions = comparison.regressions().count();
+    let shared = comparison
+        .columns
+        .iter()
+        .map(|column| &column.target)
+        .collect::<BTreeSet<_>>()
+        .len()
+        < comparison.columns.len();
     if comparison.changes.is_empty() {
-        let shared = comparison
-            .columns
-            .iter()
-            .map(|column| &column.target)
-            .collect::<BTreeSet<_>>()
-            .len()
-            < comparison.columns.len();
         if shared {
             out.push_str("no changes between the reports\n");
         }
         return out;
     }
-    let _ = writeln!(
-        out,
-        "{}{} change(s), {regressions} regression(s):",
-        if markdown { "\n" } else { "" },
+    let regressions = comparison.regressions().count();
+    let heading = format!(
+        "{} change(s), {regressions} regression(s)",
         comparison.changes.len()
     );
+    if markdown {
+        let _ = writeln!(out, "### {heading}\n");
+    } else {
+        let _ = writeln!(out, "{heading}:");
+    }
     for change in &comparison.changes {
         let kind = match change.kind {
             ChangeKind::Regression => "REGRESSION",
             ChangeKind::Fix => "fixed",
             ChangeKind::Changed => "changed",
         };
-        let bullet = if markdown { "- " } else { "" };
-        let _ = writeln!(
-            out,
-            "{bullet}{kind} {} x {}: {} in {} -> {} in {}",
+        let what = format!(
+            "{} x {}: {} in {} -> {} in {}",
             change.scenario,
             change.target,
             change.from,
@@ -400,11 +416,23 @@ fn render_changes(comparison: &Comparison, markdown: bool) -> String {
             change.to,
             change.to_report
         );
-        if let Some(reason) = &change.reason {
-            let _ = writeln!(out, "    {reason}");
-        }
-        if let Some(rerun) = &change.rerun {
-            let _ = writeln!(out, "    rerun: {rerun}");
+        if markdown {
+            let _ = write!(out, "- **{kind}** {what}");
+            if let Some(reason) = &change.reason {
+                let _ = write!(out, "  \n  {reason}");
+            }
+            if let Some(rerun) = &change.rerun {
+                let _ = write!(out, "  \n  `{rerun}`");
+            }
+            out.push('\n');
+        } else {
+            let _ = writeln!(out, "{kind} {what}");
+            if let Some(reason) = &change.reason {
+                let _ = writeln!(out, "    {reason}");
+            }
+            if let Some(rerun) = &change.rerun {
+                let _ = writeln!(out, "    rerun: {rerun}");
+            }
         }
     }
     out

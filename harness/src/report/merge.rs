@@ -19,7 +19,7 @@ pub enum MergeError {
     },
     #[error("failed to merge: shard {0} is given twice")]
     Duplicate(String),
-    #[error("failed to merge: shard(s) {} of {total} missing; pass every shard's report", missing.join(", "))]
+    #[error("failed to merge: shard(s) {} missing; pass every shard's report (a run split {total} ways has {total})", missing.join(", "))]
     Missing { missing: Vec<String>, total: u64 },
     #[error("failed to merge: report {report} differs from report 1 in its {field}; the shards of one run share their scenarios, targets, seeds, transport, report settings and chaos version")]
     Mismatch { report: usize, field: &'static str },

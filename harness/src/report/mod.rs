@@ -431,3 +431,58 @@ pub fn write(summary: &Summary, dir: &Path, formats: &[Format]) -> io::Result<Ve
         .map(|(path, text)| json::write_atomically(path, text.as_bytes()))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::Verdict;
+
+    fn failure(seed: u64, status: Status) -> SeedFailure {
+        let mut verdict = Verdict::undecided(format!("seed {seed}"));
+        verdict.status = status;
+        SeedFailure::new(
+            seed,
+            verdict,
+            format!("rerun {seed}"),
+            None,
+            Payloads::Redacted,
+        )
+    }
+
+    fn kept(order: &[u64], limit: usize) -> Vec<u64> {
+        let scenario = Scenario::parse(
+            Path::new("scenarios/x.toml"),
+            "test = \"lost-response\"\ndescription = \"x\"\n[provider]\nprofile = \"keyed\"\n[[call]]\noperation = \"a\"\n",
+        )
+        .unwrap();
+        let mut cell = CellSummary::new(&scenario, "t", 1);
+        // Seeds 10 and 11 are undecided; 15 is the first failing one.
+        for &seed in order {
+            let status = if seed < 12 {
+                Status::Unknown
+            } else {
+                Status::Fail
+            };
+            if cell.wants(seed, status, 10, limit) {
+                cell.keep(failure(seed, status), 10, limit);
+            }
+        }
+        cell.settle();
+        assert_eq!(cell.first_failing_seed, Some(12));
+        cell.failures.iter().map(|failure| failure.seed).collect()
+    }
+
+    /// Issue #4, item 5: which failing seeds keep their record depends only on
+    /// the seeds seen, never on the order they finished in (threads, shards);
+    /// and the first failing seed is kept even past the limit.
+    #[test]
+    fn kept_failures_do_not_depend_on_arrival_order() {
+        let ascending = [10, 11, 12, 13, 14, 15];
+        let shuffled = [14, 12, 15, 10, 13, 11];
+        assert_eq!(kept(&ascending, 5), [10, 11, 12, 13, 14]);
+        assert_eq!(kept(&shuffled, 5), [10, 11, 12, 13, 14]);
+        assert_eq!(kept(&ascending, 1), [10, 12]);
+        assert_eq!(kept(&shuffled, 1), [10, 12]);
+        assert_eq!(kept(&shuffled, 0), [10, 12]);
+    }
+}
