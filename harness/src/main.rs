@@ -421,7 +421,19 @@ fn merge_reports(args: MergeArgs) -> Exit {
     }
     let summary = match merge::merge(shards) {
         Ok(summary) => summary,
-        Err(error) => return fail(error, Exit::BadInput),
+        Err(error) => {
+            // The error numbers the reports in the order given.
+            let numbered: Vec<String> = args
+                .shards
+                .iter()
+                .enumerate()
+                .map(|(index, path)| format!("{} = {}", index + 1, path.display()))
+                .collect();
+            return fail(
+                format!("{error}\n  reports: {}", numbered.join(", ")),
+                Exit::BadInput,
+            );
+        }
     };
     say(
         &args.reports,

@@ -201,9 +201,12 @@ pub fn run_sweep(
     let cell_count = (scenarios.len() * targets.len()) as u64;
     let first_seed = sweep.seeds.iter().next().unwrap_or(0);
     let mine = |position: u64| sweep.partition.is_none_or(|shard| shard.contains(position));
-    let total = (0..cell_count.saturating_mul(per_cell))
-        .filter(|&position| mine(position))
-        .count();
+    let trials = cell_count.saturating_mul(per_cell);
+    let total = match sweep.partition {
+        // The positions p < trials with p % N == K - 1.
+        Some(shard) => trials.saturating_add(shard.total - shard.index) / shard.total,
+        None => trials,
+    } as usize;
     let done = AtomicUsize::new(0);
     progress.started(total);
 
@@ -219,7 +222,7 @@ pub fn run_sweep(
         })
         .collect();
 
-    (0..cell_count.saturating_mul(per_cell))
+    (0..trials)
         .into_par_iter()
         .filter(|&position| mine(position))
         .for_each(|position| {

@@ -109,6 +109,28 @@ fn junit_parses_with_a_test_case_per_cell() {
             "{message}"
         );
     }
+
+    // A cell that could not be decided is an <error>: the harness, not the
+    // target, failed there.
+    let mut undecided = summary.clone();
+    let cell = undecided
+        .cells
+        .iter_mut()
+        .find(|cell| cell.verdict == Status::Pass)
+        .unwrap();
+    cell.verdict = Status::Unknown;
+    cell.reason = Some("run-incomplete: the simulation stopped".into());
+    let xml = junit::render(&undecided);
+    let document = roxmltree::Document::parse(&xml).unwrap();
+    assert_eq!(document.root_element().attribute("errors"), Some("1"));
+    let error = document
+        .descendants()
+        .find(|node| node.has_tag_name("error"))
+        .expect("an <error> element");
+    assert!(error
+        .attribute("message")
+        .unwrap()
+        .starts_with("run-incomplete: the simulation stopped"));
 }
 
 fn target(name: &str) -> ReferenceTarget {

@@ -221,13 +221,16 @@ pub fn compare(reports: &[(String, Summary)]) -> Comparison {
         for pair in holding.windows(2) {
             let (before, after) = (&reports[pair[0]], &reports[pair[1]]);
             if before.1.seeds != after.1.seeds {
-                notes.push(format!(
-                    "{target}: {} ran {}, {} ran {}; a pass on fewer seeds is weaker evidence",
+                let note = format!(
+                    "{} ran {}, {} ran {}; a pass on fewer seeds is weaker evidence",
                     before.0,
                     before.1.seeds_label(),
                     after.0,
                     after.1.seeds_label()
-                ));
+                );
+                if !notes.contains(&note) {
+                    notes.push(note);
+                }
             }
             for scenario in &scenarios {
                 let (Some(from), Some(to)) = (

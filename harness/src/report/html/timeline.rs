@@ -109,6 +109,20 @@ pub fn layout(failure: &SeedFailure) -> Timeline {
     end = end.max(attempts.iter().map(|a| a.ended_at).max().unwrap_or(0));
     end = end.max(dispatches.iter().map(|d| d.at).max().unwrap_or(0));
     end = end.max(failure.faults.iter().map(|f| f.at).max().unwrap_or(0));
+    end = end.max(
+        failure
+            .authorizations
+            .iter()
+            .map(|a| a.at)
+            .max()
+            .unwrap_or(0),
+    );
+    let effects = failure
+        .operations
+        .iter()
+        .flat_map(|operation| &operation.ledger.effects)
+        .chain(&failure.unattributed.effects);
+    end = end.max(effects.map(|effect| effect.at).max().unwrap_or(0));
     end = end.max(1);
     let plot = WIDTH - LEFT - RIGHT;
     let x = |at: Ms| LEFT + plot * (at as f64) / (end as f64);
