@@ -98,9 +98,9 @@ pub struct CellSummary {
     pub effects_expected: u32,
     /// The most effects any one operation had, over all seeds.
     pub effects_observed_max: u32,
-    /// Detail of the first failing or undecided seeds, in seed order: the
-    /// first five, plus the first failing and the first undecided one when
-    /// they come later.
+    /// The full record of the first non-passing seeds, in seed order: the
+    /// first `failures_kept_per_cell`, plus the first failing and the first
+    /// undecided one when they come later.
     pub failures: Vec<SeedFailure>,
 }
 
