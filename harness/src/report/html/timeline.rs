@@ -196,6 +196,22 @@ pub fn layout(failure: &SeedFailure) -> Timeline {
         });
         if let Some(answer) = target_answer(&attempt.end) {
             let dropped = matches!(attempt.end, AttemptEnd::Lost { .. });
+            // A lost answer left the target when the nemesis caught it (the
+            // agent only gave up later): draw it there when that is recorded.
+            let answered_at = if dropped {
+                failure
+                    .faults
+                    .iter()
+                    .find(|fault| {
+                        fault.role == Role::Agent
+                            && fault.kind.as_deref() == Some("lose-response")
+                            && attempt.sent_at <= fault.at
+                            && fault.at <= attempt.ended_at
+                    })
+                    .map_or(attempt.ended_at, |fault| fault.at)
+            } else {
+                attempt.ended_at
+            };
             marks.push(Mark {
                 kind: "answer",
                 lane: "target",
@@ -205,14 +221,13 @@ pub fn layout(failure: &SeedFailure) -> Timeline {
                     answer.outcome,
                     if dropped { " dropped" } else { "" }
                 ),
-                x: x(attempt.ended_at),
+                x: x(answered_at),
                 y: middle(&target),
                 label: None,
                 label_x: 0.0,
                 label_end: false,
                 title: format!(
-                    "{} ms: the target answered {} ({}{}) to {}{}",
-                    attempt.ended_at,
+                    "{answered_at} ms: the target answered {} ({}{}) to {}{}",
                     answer.outcome,
                     answer.status,
                     answer
@@ -222,9 +237,12 @@ pub fn layout(failure: &SeedFailure) -> Timeline {
                         .unwrap_or_default(),
                     attempt.attempt_id,
                     if dropped {
-                        "; the answer was lost on its way to the agent"
+                        format!(
+                            "; the answer was lost on its way to the agent, which gave up at {} ms",
+                            attempt.ended_at
+                        )
                     } else {
-                        ""
+                        String::new()
                     }
                 ),
             });
