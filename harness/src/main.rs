@@ -7,12 +7,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 
 use chaos::exit::Exit;
 use chaos::explore::{self, progress::TerminalProgress, Stop};
-use chaos::report::{json, table};
-use chaos::runner::{self, Seeds};
+use chaos::progress;
+use chaos::report::{
+    self, compare, json, junit, markdown, merge, table, Format, Payloads, Summary,
+};
+use chaos::runner::{self, Partition, Seeds, Sweep};
 use chaos::scenario::{Scenario, TestKind};
 use chaos::targets::{self, ReferenceTarget};
 use chaos_kit::protocol::ProviderProfile;
@@ -50,6 +53,11 @@ enum Command {
     Bench(BenchArgs),
     /// Generate fault schedules nobody wrote; shrink a failure to a minimal scenario file.
     Explore(ExploreArgs),
+    /// Combine the shard reports of a `--partition` run into the report of the whole run.
+    Merge(MergeArgs),
+    /// Show reports side by side (targets as columns, scenarios as rows) and
+    /// the regressions between reports of the same target; exits 1 on a regression.
+    Compare(CompareArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -69,9 +77,76 @@ struct RunArgs {
     /// Run exactly this seed (replays a failure).
     #[arg(long)]
     seed: Option<u64>,
-    /// Where to write report.json.
+    /// Run only shard K of N: every Nth (scenario, target, seed) trial from the
+    /// Kth. `chaos merge` combines the N shard reports into the whole run's.
+    #[arg(long, value_name = "K/N")]
+    partition: Option<Partition>,
+    /// Put payload bytes and the bearer token in the reports (redacted by default).
+    #[arg(long)]
+    include_payloads: bool,
+    /// Keep the full record (history, ledger, timeline) of this many
+    /// non-passing seeds per cell; the first failing seed is always kept.
+    #[arg(long, value_name = "N", default_value_t = runner::FAILURES_KEPT_PER_CELL)]
+    keep_failures: usize,
+    #[command(flatten)]
+    reports: ReportArgs,
+}
+
+/// Where the reports of a run (or a merge) go.
+#[derive(Debug, clap::Args)]
+struct ReportArgs {
+    /// The folder the reports are written into.
     #[arg(long, default_value = "reports/latest")]
     out: PathBuf,
+    /// Which reports to write into --out, comma-separated: json (report.json),
+    /// junit (junit.xml), markdown (summary.md), html (report.html).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "json,junit,markdown,html"
+    )]
+    emit: Vec<Format>,
+    /// Also write the JUnit XML report to this file.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// What goes to stdout: the table, or one report for piping (then the
+    /// progress and summary lines go to stderr).
+    #[arg(long, value_enum, default_value_t = Stdout::Table)]
+    format: Stdout,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Stdout {
+    Table,
+    Json,
+    Markdown,
+}
+
+#[derive(Debug, clap::Args)]
+struct MergeArgs {
+    /// Every shard's report.json, in any order.
+    #[arg(required = true)]
+    shards: Vec<PathBuf>,
+    #[command(flatten)]
+    reports: ReportArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct CompareArgs {
+    /// Reports to compare, oldest first: regressions are read from each
+    /// report to the next one holding the same target.
+    #[arg(required = true)]
+    reports: Vec<PathBuf>,
+    /// table (terminal), markdown (pull-request comment) or json.
+    #[arg(long, value_enum, default_value_t = CompareFormat::Table)]
+    format: CompareFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum CompareFormat {
+    Table,
+    Markdown,
+    Json,
 }
 
 #[derive(Debug, clap::Args)]
@@ -130,6 +205,8 @@ fn main() -> ExitCode {
         Command::List { scenarios } => list(&scenarios),
         Command::Bench(args) => bench(args),
         Command::Explore(args) => explore(args),
+        Command::Merge(args) => merge_reports(args),
+        Command::Compare(args) => compare_reports(args),
     };
     exit.into()
 }
@@ -198,11 +275,29 @@ fn run(args: RunArgs) -> Exit {
         },
     };
 
+    let sweep = Sweep {
+        seeds,
+        partition: args.partition,
+        payloads: if args.include_payloads {
+            Payloads::Included
+        } else {
+            Payloads::Redacted
+        },
+        failures_kept: args.keep_failures,
+    };
+
     // The seed first, so a run that dies halfway can still be replayed.
-    println!(
-        "chaos: {seeds}; {} scenario(s) x {} target(s)",
-        scenarios.len(),
-        targets.len()
+    let shard = args
+        .partition
+        .map(|partition| format!("; shard {partition}"))
+        .unwrap_or_default();
+    say(
+        &args.reports,
+        format!(
+            "chaos: {seeds}; {} scenario(s) x {} target(s){shard}",
+            scenarios.len(),
+            targets.len()
+        ),
     );
 
     let cancel = Arc::new(AtomicBool::new(false));
@@ -220,30 +315,205 @@ fn run(args: RunArgs) -> Exit {
         }
     }
 
-    let Some(summary) = runner::run(&scenarios, &targets, seeds, &(), &cancel) else {
+    let bar = progress::Bar::on_stderr();
+    let observer: &dyn runner::Progress = match &bar {
+        Some(bar) => bar,
+        None => &(),
+    };
+    let outcome = runner::run_sweep(&scenarios, &targets, sweep, observer, &cancel);
+    if let Some(bar) = &bar {
+        bar.finish();
+    }
+    let Some(summary) = outcome else {
         eprintln!("interrupted: nothing was written");
         return Exit::Interrupted;
     };
+    if summary.cells.is_empty() {
+        eprintln!(
+            "warning: shard {shard} holds no trials: there are fewer trials than shards",
+            shard = args.partition.map(|p| p.to_string()).unwrap_or_default()
+        );
+    }
+    present(&summary, &args.reports)
+}
 
-    let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    println!("{}", table::render(&summary, color));
-    print!("{}", table::render_failures(&summary));
+/// Prints a human line: on stdout with the table, on stderr when stdout
+/// carries a report for piping.
+fn say(reports: &ReportArgs, line: String) {
+    if reports.format == Stdout::Table {
+        println!("{line}");
+    } else {
+        eprintln!("{line}");
+    }
+}
 
-    match json::write(&summary, &args.out) {
-        Ok(path) => println!("report: {}", path.display()),
+/// Shows a summary, writes its reports and says how the run ended.
+fn present(summary: &Summary, reports: &ReportArgs) -> Exit {
+    let failures = table::render_failures(summary);
+    match reports.format {
+        Stdout::Table => {
+            let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            println!("{}", table::render(summary, color));
+            print!("{failures}");
+        }
+        Stdout::Json => {
+            println!("{}", json::render(summary));
+            eprint!("{failures}");
+        }
+        Stdout::Markdown => {
+            print!("{}", markdown::render(summary));
+            eprint!("{failures}");
+        }
+    }
+
+    let written = match report::write(summary, &reports.out, &reports.emit) {
+        Ok(written) => written,
         Err(error) => {
             return fail(
                 format!(
-                    "failed to write the report into {}: {error}",
-                    args.out.display()
+                    "failed to write the reports into {}: {error}",
+                    reports.out.display()
                 ),
                 Exit::BadInput,
             )
         }
+    };
+    for path in written {
+        say(reports, format!("report: {}", path.display()));
+    }
+    if let Some(path) = &reports.junit {
+        match json::write_atomically(path, junit::render(summary).as_bytes()) {
+            Ok(path) => say(reports, format!("report: {}", path.display())),
+            Err(error) => {
+                return fail(
+                    format!(
+                        "failed to write the JUnit report {}: {error}",
+                        path.display()
+                    ),
+                    Exit::BadInput,
+                )
+            }
+        }
     }
     let exit = summary.exit();
-    println!("exit {}: {}", exit.code(), exit.describe());
+    say(
+        reports,
+        format!("exit {}: {}", exit.code(), exit.describe()),
+    );
     exit
+}
+
+/// Reads a report.json, checking its schema version first so an old or
+/// foreign file gets a message saying what to do.
+fn load_report(path: &Path) -> Result<Summary, Exit> {
+    let text = std::fs::read_to_string(path).map_err(|error| {
+        fail(
+            format!("failed to read the report {}: {error}", path.display()),
+            Exit::BadInput,
+        )
+    })?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|error| {
+        fail(
+            format!(
+                "failed to read the report {}: it is not JSON ({error}); pass a report.json written by `chaos run`",
+                path.display()
+            ),
+            Exit::BadInput,
+        )
+    })?;
+    match value.get("schema_version").and_then(|version| version.as_u64()) {
+        Some(version) if version == u64::from(report::SCHEMA_VERSION) => {}
+        Some(version) => {
+            return Err(fail(
+                format!(
+                    "failed to read the report {}: it has schema version {version}, this chaos reads version {}; regenerate it with this chaos",
+                    path.display(),
+                    report::SCHEMA_VERSION
+                ),
+                Exit::BadInput,
+            ))
+        }
+        None => {
+            return Err(fail(
+                format!(
+                    "failed to read the report {}: it has no schema_version, so it is not a chaos report.json",
+                    path.display()
+                ),
+                Exit::BadInput,
+            ))
+        }
+    }
+    serde_json::from_value(value).map_err(|error| {
+        fail(
+            format!(
+                "failed to read the report {}: {error} (see docs/report.schema.json)",
+                path.display()
+            ),
+            Exit::BadInput,
+        )
+    })
+}
+
+fn merge_reports(args: MergeArgs) -> Exit {
+    let mut shards = Vec::with_capacity(args.shards.len());
+    for path in &args.shards {
+        match load_report(path) {
+            Ok(shard) => shards.push(shard),
+            Err(exit) => return exit,
+        }
+    }
+    let summary = match merge::merge(shards) {
+        Ok(summary) => summary,
+        Err(error) => {
+            // The error numbers the reports in the order given.
+            let numbered: Vec<String> = args
+                .shards
+                .iter()
+                .enumerate()
+                .map(|(index, path)| format!("{} = {}", index + 1, path.display()))
+                .collect();
+            return fail(
+                format!("{error}\n  reports: {}", numbered.join(", ")),
+                Exit::BadInput,
+            );
+        }
+    };
+    say(
+        &args.reports,
+        format!(
+            "chaos: merged {} shard(s): {}; {} scenario(s) x {} target(s)",
+            args.shards.len(),
+            summary.seeds_label(),
+            summary.scenarios.len(),
+            summary.targets.len()
+        ),
+    );
+    present(&summary, &args.reports)
+}
+
+fn compare_reports(args: CompareArgs) -> Exit {
+    let paths: Vec<&Path> = args.reports.iter().map(PathBuf::as_path).collect();
+    let labels = compare::labels(&paths);
+    let mut reports = Vec::with_capacity(paths.len());
+    for (path, label) in paths.iter().zip(labels) {
+        match load_report(path) {
+            Ok(summary) => reports.push((label, summary)),
+            Err(exit) => return exit,
+        }
+    }
+    let comparison = compare::compare(&reports);
+    match args.format {
+        CompareFormat::Table => {
+            let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            print!("{}", compare::render_table(&comparison, color));
+        }
+        CompareFormat::Markdown => print!("{}", compare::render_markdown(&comparison)),
+        CompareFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&comparison).expect("a comparison always serialises")
+        ),
+    }
+    comparison.exit()
 }
 
 fn list(dir: &Path) -> Exit {

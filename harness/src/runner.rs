@@ -4,18 +4,21 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 
 use crate::check::{self, Status, Verdict};
 use crate::history::RunOutput;
 use crate::plan::{Timing, Trial};
-use crate::report::{CellSummary, SeedFailure, Summary};
+use crate::report::{rerun_command, CellSummary, Payloads, SeedFailure, Summary};
 use crate::scenario::Scenario;
 use crate::sim;
 use crate::targets::ReferenceTarget;
 
-/// How many failing seeds per cell keep their full detail in the report.
+/// How many failing seeds per cell keep their full detail in the report, by
+/// default (`--keep-failures`).
 pub const FAILURES_KEPT_PER_CELL: usize = 5;
 
 /// The seeds of a run.
@@ -59,8 +62,73 @@ impl std::fmt::Display for Seeds {
     }
 }
 
+/// One shard of a run: `--partition K/N` takes every Nth trial of the
+/// (scenario, target, seed) list, starting with the Kth. Round-robin spreads
+/// every cell over every shard, so shards take about the same time; the same
+/// command with 1/N to N/N covers every trial exactly once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Partition {
+    /// 1-based.
+    pub index: u64,
+    pub total: u64,
+}
+
+impl Partition {
+    /// Whether the trial at `position` (0-based, in run order) is this shard's.
+    pub fn contains(self, position: u64) -> bool {
+        position % self.total == self.index - 1
+    }
+}
+
+impl std::fmt::Display for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.total)
+    }
+}
+
+impl std::str::FromStr for Partition {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Partition, String> {
+        let usage = || format!("bad partition '{text}': write K/N with 1 <= K <= N, e.g. 2/4");
+        let (index, total) = text.split_once('/').ok_or_else(usage)?;
+        let index: u64 = index.trim().parse().map_err(|_| usage())?;
+        let total: u64 = total.trim().parse().map_err(|_| usage())?;
+        if index == 0 || total == 0 || index > total {
+            return Err(usage());
+        }
+        Ok(Partition { index, total })
+    }
+}
+
+/// What a run covers, beyond its scenarios and targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sweep {
+    pub seeds: Seeds,
+    /// Run only this shard's trials.
+    pub partition: Option<Partition>,
+    /// Whether failing seeds' records carry payload bytes and the token.
+    pub payloads: Payloads,
+    /// How many non-passing seeds per cell keep their full record (the first
+    /// failing and first undecided seeds always do).
+    pub failures_kept: usize,
+}
+
+impl Sweep {
+    pub fn new(seeds: Seeds) -> Sweep {
+        Sweep {
+            seeds,
+            partition: None,
+            payloads: Payloads::Redacted,
+            failures_kept: FAILURES_KEPT_PER_CELL,
+        }
+    }
+}
+
 /// Observes progress; called from worker threads.
 pub trait Progress: Sync {
+    /// Called once, before the first trial, with how many will run.
+    fn started(&self, _total: usize) {}
     fn trial_done(&self, done: usize, total: usize);
 }
 
@@ -75,8 +143,15 @@ pub fn run_trial(
     target: &ReferenceTarget,
     seed: u64,
 ) -> (Verdict, Option<RunOutput>) {
-    let trial = Trial::new(scenario, seed, Timing::simulated(scenario));
-    let run = match catch_unwind(AssertUnwindSafe(|| sim::simulate(&trial, target))) {
+    judge(&plan(scenario, seed), target)
+}
+
+fn plan(scenario: &Scenario, seed: u64) -> Trial<'_> {
+    Trial::new(scenario, seed, Timing::simulated(scenario))
+}
+
+fn judge(trial: &Trial<'_>, target: &ReferenceTarget) -> (Verdict, Option<RunOutput>) {
+    let run = match catch_unwind(AssertUnwindSafe(|| sim::simulate(trial, target))) {
         Ok(run) => run,
         Err(panic) => {
             return (
@@ -88,9 +163,7 @@ pub fn run_trial(
             )
         }
     };
-    match catch_unwind(AssertUnwindSafe(|| {
-        check::check(&trial, &target.info, &run)
-    })) {
+    match catch_unwind(AssertUnwindSafe(|| check::check(trial, &target.info, &run))) {
         Ok(verdict) => (verdict, Some(run)),
         Err(panic) => (
             Verdict::undecided(format!("the checker failed: {}", panic_message(&panic))),
@@ -108,87 +181,119 @@ pub fn run(
     progress: &dyn Progress,
     cancel: &AtomicBool,
 ) -> Option<Summary> {
-    let seed_list: Vec<u64> = seeds.iter().collect();
-    let trials: Vec<(usize, usize, u64)> = (0..scenarios.len())
-        .flat_map(|scenario| (0..targets.len()).map(move |target| (scenario, target)))
-        .flat_map(|(scenario, target)| seed_list.iter().map(move |&seed| (scenario, target, seed)))
-        .collect();
-    let total = trials.len();
-    let done = AtomicUsize::new(0);
+    run_sweep(scenarios, targets, Sweep::new(seeds), progress, cancel)
+}
 
-    let verdicts: Vec<Option<Verdict>> = trials
-        .par_iter()
-        .map(|&(scenario, target, seed)| {
-            if cancel.load(Ordering::Relaxed) {
-                return None;
-            }
-            let (verdict, _) = run_trial(&scenarios[scenario], &targets[target], seed);
-            progress.trial_done(done.fetch_add(1, Ordering::Relaxed) + 1, total);
-            Some(verdict)
+/// Runs this sweep's trials (every one, or one shard's) and summarises.
+///
+/// Each cell folds its verdicts as they come, keeping the full record of at
+/// most a few failing seeds, so memory stays bounded however many seeds run.
+/// The fold is order-independent: the same trials give the same summary on
+/// any number of threads, and shards merged give the unsharded summary.
+pub fn run_sweep(
+    scenarios: &[Scenario],
+    targets: &[ReferenceTarget],
+    sweep: Sweep,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Option<Summary> {
+    let per_cell = sweep.seeds.count();
+    let cell_count = (scenarios.len() * targets.len()) as u64;
+    let first_seed = sweep.seeds.iter().next().unwrap_or(0);
+    let mine = |position: u64| sweep.partition.is_none_or(|shard| shard.contains(position));
+    let trials = cell_count.saturating_mul(per_cell);
+    let total = match sweep.partition {
+        // The positions p < trials with p % N == K - 1.
+        Some(shard) => trials.saturating_add(shard.total - shard.index) / shard.total,
+        None => trials,
+    } as usize;
+    let done = AtomicUsize::new(0);
+    progress.started(total);
+
+    let cells: Vec<Mutex<CellSummary>> = (0..cell_count as usize)
+        .map(|cell| {
+            let scenario = &scenarios[cell / targets.len()];
+            let target = &targets[cell % targets.len()];
+            Mutex::new(CellSummary::new(
+                scenario,
+                &target.info.name,
+                expected_effects(scenario),
+            ))
         })
         .collect();
+
+    (0..trials)
+        .into_par_iter()
+        .filter(|&position| mine(position))
+        .for_each(|position| {
+            if cancel.load(Ordering::Relaxed) {
+                return;
+            }
+            let cell = (position / per_cell) as usize;
+            let seed = first_seed.wrapping_add(position % per_cell);
+            let scenario = &scenarios[cell / targets.len()];
+            let target = &targets[cell % targets.len()];
+            let trial = plan(scenario, seed);
+            let (verdict, run) = judge(&trial, target);
+
+            let wanted = verdict.status != Status::Pass
+                && lock(&cells[cell]).wants(seed, verdict.status, first_seed, sweep.failures_kept);
+            let failure = wanted.then(|| {
+                let rerun = rerun_command(
+                    &scenario.path.display().to_string(),
+                    &target.info.name,
+                    seed,
+                );
+                let trace = run.as_ref().map(|run| (&trial, run));
+                SeedFailure::new(seed, verdict.clone(), rerun, trace, sweep.payloads)
+            });
+            {
+                let mut summary = lock(&cells[cell]);
+                summary.add(&verdict);
+                if let Some(failure) = failure {
+                    summary.keep(failure, first_seed, sweep.failures_kept);
+                }
+            }
+            progress.trial_done(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+        });
     if cancel.load(Ordering::Relaxed) {
         return None;
     }
 
-    let mut cells = Vec::new();
-    let per_cell = seed_list.len();
-    for (cell_index, chunk) in verdicts.chunks(per_cell.max(1)).enumerate() {
-        let scenario = &scenarios[cell_index / targets.len()];
-        let target = &targets[cell_index % targets.len()];
-        let judged: Vec<(u64, Verdict)> = seed_list
-            .iter()
-            .zip(chunk)
-            .filter_map(|(&seed, verdict)| Some((seed, verdict.clone()?)))
-            .collect();
-        cells.push(summarise_cell(scenario, target, judged));
-    }
-    Some(Summary::new(scenarios, targets, seeds, cells))
+    let cells = cells
+        .into_iter()
+        .map(|cell| {
+            cell.into_inner()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+        })
+        // A shard reports only the cells it ran; a whole run reports them all.
+        .filter(|cell| sweep.partition.is_none() || cell.seeds_run > 0)
+        .map(|mut cell| {
+            cell.settle();
+            cell
+        })
+        .collect();
+    let mut summary = Summary::new(scenarios, targets, sweep.seeds, cells);
+    summary.partition = sweep.partition;
+    summary.payloads = sweep.payloads;
+    summary.failures_kept_per_cell = sweep.failures_kept;
+    Some(summary)
 }
 
-fn summarise_cell(
-    scenario: &Scenario,
-    target: &ReferenceTarget,
-    judged: Vec<(u64, Verdict)>,
-) -> CellSummary {
-    let expected_effects = scenario
+/// The most effects the scenario allows any one operation, before retention.
+fn expected_effects(scenario: &Scenario) -> u32 {
+    scenario
         .operations()
         .iter()
         .map(|operation| scenario.expected_effects(operation))
         .max()
-        .unwrap_or(0);
-    let mut cell = CellSummary::new(scenario, &target.info.name, expected_effects);
-    for (seed, verdict) in judged {
-        cell.seeds_run += 1;
-        let most_effects = verdict
-            .operations
-            .iter()
-            .map(|operation| operation.effects)
-            .max()
-            .unwrap_or(0);
-        cell.effects_observed_max = cell.effects_observed_max.max(most_effects);
-        // Calls past the target's declared retention may add effects: show the
-        // most this cell ever allowed, not only the scenario's base expectation.
-        let most_allowed = verdict
-            .operations
-            .iter()
-            .map(|operation| operation.expected_effects_max)
-            .max()
-            .unwrap_or(0);
-        cell.effects_expected = cell.effects_expected.max(most_allowed);
-        match verdict.status {
-            Status::Pass => {}
-            Status::Unknown => cell.seeds_unknown += 1,
-            Status::Fail => cell.seeds_failed += 1,
-        }
-        cell.safety = cell.safety.max(verdict.safety);
-        cell.liveness = cell.liveness.max(verdict.liveness);
-        if verdict.status != Status::Pass && cell.failures.len() < FAILURES_KEPT_PER_CELL {
-            cell.failures.push(SeedFailure::new(seed, verdict));
-        }
-    }
-    cell.settle();
-    cell
+        .unwrap_or(0)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {

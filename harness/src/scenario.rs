@@ -638,6 +638,7 @@ operation = "reminder"
         let text =
             format!("{MINIMAL}\n[[fault]]\nkind = \"revoke\"\ngrant = \"token\"\nafter-call = 4\n");
         let message = parse(&text).unwrap_err().to_string();
+        // Line 12 is the `[[fault]]` header: MINIMAL opens with a newline.
         assert!(
             message.starts_with("scenarios/example.toml:12:"),
             "{message}"
