@@ -5,7 +5,6 @@
 //! the attempt that broke it. As in Jepsen, a failure dominates: a run that
 //! could not finish is `unknown` unless what it did record already fails.
 
-use std::collections::BTreeSet;
 use std::fmt;
 
 use chaos_kit::protocol::Outcome;
@@ -13,8 +12,9 @@ use chaos_kit::target::TargetInfo;
 use serde::{Deserialize, Serialize};
 
 use crate::history::RunOutput;
-use crate::history::{Answer, Attempt, AttemptEnd, Effect};
+use crate::history::{Answer, Attempt, AttemptEnd, Dispatch, Effect, Ms};
 use crate::plan::Trial;
+use crate::scenario::TestKind;
 
 /// pass / fail / unknown, ordered so that the worst is the greatest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -169,12 +169,16 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// The finding that decided the verdict: the most specific one.
+    pub fn decisive(&self) -> Option<&Finding> {
+        self.findings
+            .iter()
+            .min_by_key(|finding| finding.check.specificity())
+    }
+
     /// The first finding that decided the verdict, as a one-line reason.
     pub fn reason(&self) -> Option<String> {
-        let decisive = self
-            .findings
-            .iter()
-            .min_by_key(|finding| finding.check.specificity())?;
+        let decisive = self.decisive()?;
         Some(format!("{}: {}", decisive.check, decisive.message))
     }
 
@@ -326,24 +330,98 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Calls of `operation` that started after the target's declared retention
-    /// had passed since the operation's first effect: they may be new operations.
-    fn calls_past_retention(&self, operation: usize, effects: &[&Effect]) -> BTreeSet<u32> {
-        let (Some(retention), Some(first)) = (self.target.retention, effects.first()) else {
-            return BTreeSet::new();
+    /// Splits the operation's life into [`Epochs`] by the target's declared retention.
+    /// With `straddlers_start`, an attempt that straddles the retention starts
+    /// a new epoch (the target took it as a new operation); without, it does
+    /// not (the target judged it before the jump). The checks that depend on
+    /// the split fail only when they fail under both readings.
+    fn epochs(
+        &self,
+        operation: usize,
+        attempts: &[&Attempt],
+        dispatches: &[&Dispatch],
+        straddlers_start: bool,
+    ) -> Epochs {
+        let mut epochs = Epochs {
+            starts: Vec::new(),
+            bindings: Vec::new(),
+            of_attempt: Vec::with_capacity(attempts.len()),
+            straddling: Vec::with_capacity(attempts.len()),
         };
-        let retention_ms = chaos_kit::clock::millis(retention);
-        let mut first_attempt_of_call = std::collections::BTreeMap::new();
-        for attempt in self.attempts_of(operation) {
-            first_attempt_of_call
-                .entry(attempt.call)
-                .or_insert(attempt.wall_clock_ms);
+        let retention_ms = self.target.retention.map(chaos_kit::clock::millis);
+        let mut anchor_wall: Option<u64> = None;
+        for attempt in attempts {
+            let latest = self.latest_wall_clock(attempt);
+            // (whether it starts an epoch, whether it straddles, the new anchor)
+            let (starts_epoch, straddles, anchor) = match (anchor_wall, retention_ms) {
+                (None, _) => (true, false, attempt.wall_clock_ms),
+                (Some(anchor), Some(retention))
+                    if attempt.wall_clock_ms.saturating_sub(anchor) >= retention =>
+                {
+                    (true, false, attempt.wall_clock_ms)
+                }
+                // Perhaps a new operation: if the target took it as one, its
+                // record dates from after the jump, and so does this epoch.
+                (Some(anchor), Some(retention)) if latest.saturating_sub(anchor) >= retention => {
+                    if straddlers_start {
+                        (true, true, latest)
+                    } else {
+                        (false, true, anchor)
+                    }
+                }
+                (Some(anchor), _) => (false, false, anchor),
+            };
+            anchor_wall = Some(anchor);
+            if starts_epoch {
+                epochs.starts.push(attempt.sent_at);
+                epochs.bindings.push(attempt.payload_fingerprint.clone());
+            }
+            epochs.of_attempt.push(epochs.starts.len() - 1);
+            epochs.straddling.push(straddles);
         }
-        first_attempt_of_call
-            .into_iter()
-            .filter(|(_, wall)| wall.saturating_sub(first.wall_clock_ms) >= retention_ms)
-            .map(|(call, _)| call)
-            .collect()
+        if epochs.starts.is_empty() {
+            epochs.starts.push(0);
+            epochs.bindings.push(
+                self.trial.operations[operation]
+                    .approved_fingerprint
+                    .clone(),
+            );
+        }
+        // What the target bound an epoch to is best seen in what it sent: the
+        // first dispatch of the epoch. An attempt the target refused before
+        // claiming (say, the authority did not answer) bound nothing.
+        let mut bound = vec![false; epochs.starts.len()];
+        for dispatch in dispatches {
+            let epoch = epochs.at(dispatch.at);
+            if !bound[epoch] {
+                bound[epoch] = true;
+                epochs.bindings[epoch] = dispatch.payload_fingerprint.clone();
+            }
+        }
+        epochs
+    }
+
+    /// The latest the target's wall clock can have read while handling
+    /// `attempt`: its wall clock when sent, plus the time it took, plus every
+    /// clock jump before its answer arrived (one in the millisecond it was sent
+    /// too, to err on the side of the target).
+    fn latest_wall_clock(&self, attempt: &Attempt) -> u64 {
+        let jumps: u64 = self
+            .run
+            .history
+            .faults
+            .iter()
+            .filter(|event| attempt.sent_at <= event.at && event.at < attempt.ended_at)
+            .filter_map(
+                |event| match self.trial.scenario.faults.get(event.fault?)? {
+                    crate::fault::Fault::AdvanceClock { by, .. } => {
+                        Some(chaos_kit::clock::millis(*by))
+                    }
+                    _ => None,
+                },
+            )
+            .sum();
+        attempt.wall_clock_ms + (attempt.ended_at - attempt.sent_at) + jumps
     }
 
     fn operation(&mut self, index: usize) -> OperationSummary {
@@ -359,9 +437,13 @@ impl<'a> Checker<'a> {
             .iter()
             .filter(|dispatch| dispatch.subject.as_ref() == Some(&operation.subject))
             .collect();
-        let past_retention = self.calls_past_retention(index, &effects);
+        let readings = [
+            self.epochs(index, &attempts, &dispatches, true),
+            self.epochs(index, &attempts, &dispatches, false),
+        ];
         let expected = trial.scenario.expected_effects(&name);
-        let expected_max = expected + past_retention.len() as u32;
+        // The reading with the more epochs allows the more effects.
+        let expected_max = expected * readings[0].starts.len() as u32;
         let count = effects.len() as u32;
 
         if count > expected_max {
@@ -384,7 +466,7 @@ impl<'a> Checker<'a> {
                     extra.at
                 ),
             );
-        } else if count < expected {
+        } else if count < expected && judges_completion(trial) {
             let last = attempts
                 .last()
                 .map(|attempt| {
@@ -421,10 +503,14 @@ impl<'a> Checker<'a> {
         }
 
         for dispatch in &dispatches {
-            let in_new_call = attempts.iter().any(|attempt| {
-                attempt.spans(dispatch.at) && past_retention.contains(&attempt.call)
+            let during_straddling_attempt = attempts
+                .iter()
+                .zip(&readings[0].straddling)
+                .any(|(attempt, straddles)| *straddles && attempt.spans(dispatch.at));
+            let changed_in_every_reading = readings.iter().all(|epochs| {
+                dispatch.payload_fingerprint != epochs.bindings[epochs.at(dispatch.at)]
             });
-            if dispatch.payload_fingerprint != operation.approved_fingerprint && !in_new_call {
+            if changed_in_every_reading && !during_straddling_attempt {
                 self.fail(
                     Check::ChangedPayloadDispatched,
                     Some(index),
@@ -437,14 +523,25 @@ impl<'a> Checker<'a> {
             }
         }
 
-        for attempt in &attempts {
+        for (position, attempt) in attempts.iter().enumerate() {
             let said = match &attempt.end {
                 AttemptEnd::Answered(answer) => answer,
                 AttemptEnd::Lost { dropped, .. } => dropped,
                 AttemptEnd::Failed { .. } => continue,
             };
-            let new_operation = past_retention.contains(&attempt.call);
-            self.honesty(index, attempt, said, &effects, &attempts, new_operation);
+            let [eager, strict] = &readings;
+            let (eager_epoch, strict_epoch) =
+                (eager.of_attempt[position], strict.of_attempt[position]);
+            let context = AttemptContext {
+                bindings: [
+                    // Taken as a new operation, a straddling attempt is what
+                    // binds it: it is held to no earlier payload.
+                    (!eager.straddling[position]).then(|| eager.bindings[eager_epoch].as_str()),
+                    Some(strict.bindings[strict_epoch].as_str()),
+                ],
+                epoch_starts_at: eager.starts[eager_epoch].max(strict.starts[strict_epoch]),
+            };
+            self.honesty(index, attempt, said, &effects, &attempts, context);
         }
 
         OperationSummary {
@@ -480,16 +577,32 @@ impl<'a> Checker<'a> {
         said: &Answer,
         effects: &[&Effect],
         attempts: &[&Attempt],
-        new_operation: bool,
+        context: AttemptContext<'_>,
     ) {
         let name = &self.trial.operations[index].name;
-        let approved = &self.trial.operations[index].approved_fingerprint;
         let who = describe(attempt);
         let effects_by_answer: Vec<&&Effect> = effects
             .iter()
             .filter(|effect| effect.at <= attempt.ended_at)
             .collect();
-        let changed = attempt.payload_fingerprint != *approved && !new_operation;
+        // Effects of an earlier epoch belong to an operation the target has
+        // (by its declared policy) forgotten: they do not make a refusal of the
+        // new one dishonest.
+        let effects_of_epoch: Vec<&&Effect> = effects_by_answer
+            .iter()
+            .copied()
+            .filter(|effect| effect.at >= context.epoch_starts_at)
+            .collect();
+        // Judged against the payload the operation is bound to, in every
+        // reading of the retention split (see `epochs`).
+        let changed = context
+            .bindings
+            .iter()
+            .all(|binding| binding.is_some_and(|binding| attempt.payload_fingerprint != binding));
+        let unchanged = context
+            .bindings
+            .iter()
+            .all(|binding| binding.is_some_and(|binding| attempt.payload_fingerprint == binding));
 
         match said.outcome {
             Outcome::Applied | Outcome::Replayed if effects_by_answer.is_empty() => self.fail(
@@ -519,15 +632,15 @@ impl<'a> Checker<'a> {
                     ),
                 );
             }
-            Outcome::Rejected if !effects_by_answer.is_empty() => self.fail(
+            Outcome::Rejected if !effects_of_epoch.is_empty() => self.fail(
                 Check::RejectedWithEffect,
                 Some(index),
                 format!(
                     "operation '{name}': attempt {who} answered rejected, but the provider committed its effect ({}) at {} ms",
-                    effects_by_answer[0].receipt, effects_by_answer[0].at
+                    effects_of_epoch[0].receipt, effects_of_epoch[0].at
                 ),
             ),
-            Outcome::Conflict if attempt.payload_fingerprint == *approved => self.fail(
+            Outcome::Conflict if unchanged => self.fail(
                 Check::FalseConflict,
                 Some(index),
                 format!(
@@ -699,7 +812,11 @@ impl<'a> Checker<'a> {
                 } else if wants_effect {
                     self.liveness_judged = true;
                 }
-            } else if can_reconcile && last_call_of_operation && !finals.is_empty() {
+            } else if can_reconcile
+                && last_call_of_operation
+                && !finals.is_empty()
+                && judges_completion(self.trial)
+            {
                 self.liveness_judged = true;
                 if definitive.is_empty() {
                     let seen = self.outcomes_of_call(call.number);
@@ -727,6 +844,60 @@ impl<'a> Checker<'a> {
         attempts.sort_by_key(|attempt| attempt.sent_at);
         join(attempts.iter().map(|attempt| attempt.summary()))
     }
+}
+
+/// Whether the run is judged on operations *completing* (`missing-effect`, and
+/// liveness for calls without `expect`), or only on the universal invariants.
+///
+/// A schedule written by `chaos explore` (issue 5) is judged on the universal
+/// invariants alone: at most the expected effects, honest outcomes, no
+/// disclosure, no dispatch of a changed payload. Whether an operation can
+/// complete there depends on a retry budget and faults a generator chose: one
+/// attempt whose answer is lost, a restart slower than every retry, a blind
+/// provider, a clock jump past the provider's retention. There, `unknown` (or
+/// nothing at all) is the honest end, so completion is not asked of the target.
+fn judges_completion(trial: &Trial<'_>) -> bool {
+    trial.scenario.test != TestKind::Explored
+}
+
+/// An operation's life split by the target's declared retention. Past it, the
+/// target's declared policy is that a retry may be a new operation: a new
+/// epoch, bound to its own payload and allowed its own effects. An attempt
+/// sent a retention after the start of the current epoch starts a new one. An
+/// attempt sent inside it, but still being handled when a clock jump carried
+/// the target past it, *straddles*: the target may have judged it either way,
+/// so both readings are built (see `Checker::epochs`). Taken as new, it starts
+/// an epoch dated from after the jump, as the target's new record would be.
+struct Epochs {
+    /// When each epoch's first attempt was sent (run time, ms).
+    starts: Vec<Ms>,
+    /// The payload fingerprint each epoch is bound to: its first dispatch's,
+    /// or before any dispatch, its first attempt's.
+    bindings: Vec<String>,
+    /// The epoch of each attempt, in the order of `attempts_of`.
+    of_attempt: Vec<usize>,
+    /// Whether each attempt straddles the retention: sent inside it, it was
+    /// still being handled when a clock jump carried the target past it.
+    straddling: Vec<bool>,
+}
+
+impl Epochs {
+    /// The epoch under way at run time `at`.
+    fn at(&self, at: Ms) -> usize {
+        self.starts
+            .iter()
+            .rposition(|start| *start <= at)
+            .unwrap_or(0)
+    }
+}
+
+/// What an attempt is judged against.
+#[derive(Clone, Copy)]
+struct AttemptContext<'a> {
+    /// The payload fingerprint its operation is bound to in its epoch, in each
+    /// reading of the split; `None` where the attempt itself may bind it.
+    bindings: [Option<&'a str>; 2],
+    epoch_starts_at: Ms,
 }
 
 fn describe(attempt: &Attempt) -> String {

@@ -5,7 +5,7 @@
 //! ```text
 //! scenarios/*.toml --scenario--> Scenario --plan--> Trial (per target and seed)
 //!     --run (sim | live)--> History + Ledger --check--> Verdict --report--> Summary
-//!     --render--> table | json
+//!     --render--> table | json | junit | markdown | html
 //! ```
 //!
 //! - [`scenario`]: strict TOML parsing and validation, [`fault`] the fault schedule as data;
@@ -17,18 +17,25 @@
 //!   process (any language), with real SIGKILLs and restarts;
 //! - [`history`]: what the run produced: the agent's history and the provider's ledger;
 //! - [`check`]: the checkers, turning history + ledger into a verdict;
-//! - [`runner`]: runs every (scenario, target, seed) trial, on every core;
-//! - [`report`]: the summary of a run and its renderings;
+//! - [`runner`]: runs every (scenario, target, seed) trial (or one shard of
+//!   them), on every core; [`progress`] shows it on a terminal;
+//! - [`report`]: the summary of a run, its renderings, and the summaries'
+//!   merge (shards) and comparison (implementations, regressions);
 //! - [`targets`]: the targets a run can name (reference targets, target files);
-//!   [`bench`]: `chaos bench`.
+//!   [`bench`]: `chaos bench`;
+//! - [`explore`]: `chaos explore`, which generates fault schedules (proptest),
+//!   runs each as a trial through the same plan -> sim -> check stages, and
+//!   shrinks a failing one into a scenario file.
 
 pub mod bench;
 pub mod check;
 pub mod exit;
+pub mod explore;
 pub mod fault;
 pub mod history;
 pub mod live;
 pub mod plan;
+pub mod progress;
 pub mod report;
 pub mod roles;
 pub mod runner;

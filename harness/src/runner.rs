@@ -6,19 +6,22 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 
 use crate::check::{self, Status, Verdict};
 use crate::history::RunOutput;
 use crate::live;
 use crate::plan::{Timing, Trial};
-use crate::report::{rerun_command, CellSummary, SeedFailure, Summary, TargetMeta};
+use crate::report::{rerun_command, CellSummary, Payloads, SeedFailure, Summary, TargetMeta};
 use crate::scenario::Scenario;
 use crate::sim;
 use crate::targets::{ReferenceTarget, Target};
 
-/// How many failing seeds per cell keep their full detail in the report.
+/// How many failing seeds per cell keep their full detail in the report, by
+/// default (`--keep-failures`).
 pub const FAILURES_KEPT_PER_CELL: usize = 5;
 
 /// The seeds of a run.
@@ -62,8 +65,73 @@ impl std::fmt::Display for Seeds {
     }
 }
 
+/// One shard of a run: `--partition K/N` takes every Nth trial of the
+/// (scenario, target, seed) list, starting with the Kth. Round-robin spreads
+/// every cell over every shard, so shards take about the same time; the same
+/// command with 1/N to N/N covers every trial exactly once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Partition {
+    /// 1-based.
+    pub index: u64,
+    pub total: u64,
+}
+
+impl Partition {
+    /// Whether the trial at `position` (0-based, in run order) is this shard's.
+    pub fn contains(self, position: u64) -> bool {
+        position % self.total == self.index - 1
+    }
+}
+
+impl std::fmt::Display for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.total)
+    }
+}
+
+impl std::str::FromStr for Partition {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Partition, String> {
+        let usage = || format!("bad partition '{text}': write K/N with 1 <= K <= N, e.g. 2/4");
+        let (index, total) = text.split_once('/').ok_or_else(usage)?;
+        let index: u64 = index.trim().parse().map_err(|_| usage())?;
+        let total: u64 = total.trim().parse().map_err(|_| usage())?;
+        if index == 0 || total == 0 || index > total {
+            return Err(usage());
+        }
+        Ok(Partition { index, total })
+    }
+}
+
+/// What a run covers, beyond its scenarios and targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sweep {
+    pub seeds: Seeds,
+    /// Run only this shard's trials.
+    pub partition: Option<Partition>,
+    /// Whether failing seeds' records carry payload bytes and the token.
+    pub payloads: Payloads,
+    /// How many non-passing seeds per cell keep their full record (the first
+    /// failing and first undecided seeds always do).
+    pub failures_kept: usize,
+}
+
+impl Sweep {
+    pub fn new(seeds: Seeds) -> Sweep {
+        Sweep {
+            seeds,
+            partition: None,
+            payloads: Payloads::Redacted,
+            failures_kept: FAILURES_KEPT_PER_CELL,
+        }
+    }
+}
+
 /// Observes progress; called from worker threads.
 pub trait Progress: Sync {
+    /// Called once, before the first trial, with how many will run.
+    fn started(&self, _total: usize) {}
     fn trial_done(&self, done: usize, total: usize);
 }
 
@@ -78,8 +146,15 @@ pub fn run_trial(
     target: &ReferenceTarget,
     seed: u64,
 ) -> (Verdict, Option<RunOutput>) {
-    let trial = Trial::new(scenario, seed, Timing::simulated(scenario));
-    let run = match catch_unwind(AssertUnwindSafe(|| sim::simulate(&trial, target))) {
+    judge(&plan(scenario, seed), target)
+}
+
+fn plan(scenario: &Scenario, seed: u64) -> Trial<'_> {
+    Trial::new(scenario, seed, Timing::simulated(scenario))
+}
+
+fn judge(trial: &Trial<'_>, target: &ReferenceTarget) -> (Verdict, Option<RunOutput>) {
+    let run = match catch_unwind(AssertUnwindSafe(|| sim::simulate(trial, target))) {
         Ok(run) => run,
         Err(panic) => {
             return (
@@ -91,9 +166,7 @@ pub fn run_trial(
             )
         }
     };
-    match catch_unwind(AssertUnwindSafe(|| {
-        check::check(&trial, &target.info, &run)
-    })) {
+    match catch_unwind(AssertUnwindSafe(|| check::check(trial, &target.info, &run))) {
         Ok(verdict) => (verdict, Some(run)),
         Err(panic) => (
             Verdict::undecided(format!("the checker failed: {}", panic_message(&panic))),
@@ -102,9 +175,8 @@ pub fn run_trial(
     }
 }
 
-/// Runs every trial of the reference targets in the simulator and summarises.
-/// Returns `None` if `cancel` was set before the run finished: a partial run
-/// is never reported as if it were whole.
+/// Runs every trial and summarises. Returns `None` if `cancel` was set before
+/// the run finished: a partial run is never reported as if it were whole.
 pub fn run(
     scenarios: &[Scenario],
     targets: &[ReferenceTarget],
@@ -112,143 +184,176 @@ pub fn run(
     progress: &dyn Progress,
     cancel: &AtomicBool,
 ) -> Option<Summary> {
-    let targets: Vec<Target> = targets.iter().cloned().map(Target::Sim).collect();
-    run_targets(scenarios, &targets, seeds, progress, cancel)
+    run_sweep(scenarios, targets, Sweep::new(seeds), progress, cancel)
 }
 
-/// Runs every trial of any targets, simulated and live, and summarises.
-pub fn run_targets(
+/// Runs this sweep's trials of the reference targets (every one, or one
+/// shard's) in the simulator and summarises.
+pub fn run_sweep(
     scenarios: &[Scenario],
-    targets: &[Target],
-    seeds: Seeds,
+    targets: &[ReferenceTarget],
+    sweep: Sweep,
     progress: &dyn Progress,
     cancel: &AtomicBool,
 ) -> Option<Summary> {
-    let seed_list: Vec<u64> = seeds.iter().collect();
-    let cells: Vec<(usize, usize)> = (0..scenarios.len())
-        .flat_map(|scenario| (0..targets.len()).map(move |target| (scenario, target)))
-        .collect();
-    let sim_trials: Vec<(usize, usize, u64)> = cells
-        .iter()
-        .filter_map(|&(scenario, target)| match &targets[target] {
-            Target::Sim(reference) => Some((scenario, target, reference)),
-            Target::Live { .. } => None,
-        })
-        .flat_map(|(scenario, target, _)| {
-            seed_list.iter().map(move |&seed| (scenario, target, seed))
-        })
-        .collect();
-    let total = cells.len() * seed_list.len();
+    let targets: Vec<Target> = targets.iter().cloned().map(Target::Sim).collect();
+    run_targets(scenarios, &targets, sweep, progress, cancel)
+}
+
+/// Runs this sweep's trials (every one, or one shard's) of targets of any
+/// transport and summarises.
+///
+/// Each cell folds its verdicts as they come, keeping the full record of at
+/// most a few failing seeds, so memory stays bounded however many seeds run.
+/// The fold is order-independent: the same trials give the same summary on
+/// any number of threads, and shards merged give the unsharded summary.
+pub fn run_targets(
+    scenarios: &[Scenario],
+    targets: &[Target],
+    sweep: Sweep,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Option<Summary> {
+    let per_cell = sweep.seeds.count();
+    let cell_count = (scenarios.len() * targets.len()) as u64;
+    let first_seed = sweep.seeds.iter().next().unwrap_or(0);
+    let mine = |position: u64| sweep.partition.is_none_or(|shard| shard.contains(position));
+    let trials = cell_count.saturating_mul(per_cell);
+    let total = match sweep.partition {
+        // The positions p < trials with p % N == K - 1.
+        Some(shard) => trials.saturating_add(shard.total - shard.index) / shard.total,
+        None => trials,
+    } as usize;
     let done = AtomicUsize::new(0);
-    let trial_done = || progress.trial_done(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+    progress.started(total);
 
-    let sim_verdicts: Vec<Option<Verdict>> = sim_trials
-        .par_iter()
-        .map(|&(scenario, target, seed)| {
-            if cancel.load(Ordering::Relaxed) {
-                return None;
-            }
-            let Target::Sim(reference) = &targets[target] else {
-                unreachable!("only simulated targets are in this list")
-            };
-            let (verdict, _) = run_trial(&scenarios[scenario], reference, seed);
-            trial_done();
-            Some(verdict)
+    let cells: Vec<Mutex<CellSummary>> = (0..cell_count as usize)
+        .map(|cell| {
+            let scenario = &scenarios[cell / targets.len()];
+            let target = &targets[cell % targets.len()];
+            Mutex::new(CellSummary::new(
+                scenario,
+                target.name(),
+                expected_effects(scenario),
+            ))
         })
         .collect();
-    if cancel.load(Ordering::Relaxed) {
-        return None;
-    }
-    let mut sim_verdicts = sim_verdicts.into_iter();
 
-    // A live target is built once per run, before its first trial.
-    let mut built: Vec<Option<Result<(), String>>> = vec![None; targets.len()];
-    let mut summaries = Vec::with_capacity(cells.len());
-    for (scenario, target) in cells {
-        let judged: Vec<(u64, Verdict)> = match &targets[target] {
-            Target::Sim(_) => seed_list
-                .iter()
-                .zip(sim_verdicts.by_ref().take(seed_list.len()))
-                .filter_map(|(&seed, verdict)| Some((seed, verdict?)))
-                .collect(),
-            Target::Live { file, .. } => {
-                let built = built[target].get_or_insert_with(|| live::build(file, cancel));
-                live::run_cell(
-                    &scenarios[scenario],
-                    file,
-                    built,
-                    &seed_list,
-                    cancel,
-                    &trial_done,
-                )?
+    let cell_of = |position: u64| (position / per_cell) as usize;
+    let is_live = |position: u64| {
+        matches!(
+            targets[cell_of(position) % targets.len()],
+            Target::Live { .. }
+        )
+    };
+    let fold = |position: u64, trial: &Trial<'_>, verdict: Verdict, run: Option<&RunOutput>| {
+        let cell = cell_of(position);
+        let seed = trial.seed;
+        let scenario = trial.scenario;
+        let target = &targets[cell % targets.len()];
+        let wanted = verdict.status != Status::Pass
+            && lock(&cells[cell]).wants(seed, verdict.status, first_seed, sweep.failures_kept);
+        let failure = wanted.then(|| {
+            let rerun = rerun_command(&scenario.path.display().to_string(), target.arg(), seed);
+            let trace = run.map(|run| (trial, run));
+            SeedFailure::new(seed, verdict.clone(), rerun, trace, sweep.payloads)
+        });
+        {
+            let mut summary = lock(&cells[cell]);
+            summary.add(&verdict);
+            if let Some(failure) = failure {
+                summary.keep(failure, first_seed, sweep.failures_kept);
             }
+        }
+        progress.trial_done(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+    };
+
+    (0..trials)
+        .into_par_iter()
+        .filter(|&position| mine(position) && !is_live(position))
+        .for_each(|position| {
+            if cancel.load(Ordering::Relaxed) {
+                return;
+            }
+            let cell = cell_of(position);
+            let seed = first_seed.wrapping_add(position % per_cell);
+            let scenario = &scenarios[cell / targets.len()];
+            let Target::Sim(target) = &targets[cell % targets.len()] else {
+                unreachable!("live trials are filtered out")
+            };
+            let trial = plan(scenario, seed);
+            let (verdict, run) = judge(&trial, target);
+            fold(position, &trial, verdict, run.as_ref());
+        });
+    if cancel.load(Ordering::Relaxed) {
+        return None;
+    }
+
+    // Live trials, one at a time. A target is built once, before its first
+    // trial; a trial that cannot run at all (the target never gets ready, the
+    // scenario cannot be done live) ends its cell: the rest of its seeds would
+    // say the same, and the run goes on with the next cell.
+    let mut built: Vec<Option<Result<(), String>>> = vec![None; targets.len()];
+    let mut blocked_cell = None;
+    for position in (0..trials).filter(|&position| mine(position) && is_live(position)) {
+        let cell = cell_of(position);
+        if blocked_cell == Some(cell) {
+            continue;
+        }
+        let Target::Live { file, .. } = &targets[cell % targets.len()] else {
+            unreachable!("only live trials are left")
         };
-        summaries.push(summarise_cell(
-            &scenarios[scenario],
-            &targets[target],
-            judged,
-        ));
+        let scenario = &scenarios[cell / targets.len()];
+        let seed = first_seed.wrapping_add(position % per_cell);
+        let built = built[cell % targets.len()].get_or_insert_with(|| live::build(file, cancel));
+        let judged = live::judge_trial(scenario, file, built, seed, cancel)?;
+        if judged.cell_blocked {
+            blocked_cell = Some(cell);
+        }
+        fold(position, &judged.trial, judged.verdict, judged.run.as_ref());
     }
     if cancel.load(Ordering::Relaxed) {
         return None;
     }
+
+    let cells = cells
+        .into_iter()
+        .map(|cell| {
+            cell.into_inner()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+        })
+        // A shard reports only the cells it ran; a whole run reports them all.
+        .filter(|cell| sweep.partition.is_none() || cell.seeds_run > 0)
+        .map(|mut cell| {
+            cell.settle();
+            cell
+        })
+        .collect();
     let metas = targets
         .iter()
         .map(|target| TargetMeta::of(&target.info(), target.transport()))
         .collect();
-    Some(Summary::for_targets(scenarios, metas, seeds, summaries))
+    let mut summary = Summary::for_targets(scenarios, metas, sweep.seeds, cells);
+    summary.partition = sweep.partition;
+    summary.payloads = sweep.payloads;
+    summary.failures_kept_per_cell = sweep.failures_kept;
+    Some(summary)
 }
 
-fn summarise_cell(
-    scenario: &Scenario,
-    target: &Target,
-    judged: Vec<(u64, Verdict)>,
-) -> CellSummary {
-    let expected_effects = scenario
+/// The most effects the scenario allows any one operation, before retention.
+fn expected_effects(scenario: &Scenario) -> u32 {
+    scenario
         .operations()
         .iter()
         .map(|operation| scenario.expected_effects(operation))
         .max()
-        .unwrap_or(0);
-    let mut cell = CellSummary::new(scenario, target.name(), expected_effects);
-    for (seed, verdict) in judged {
-        cell.seeds_run += 1;
-        let most_effects = verdict
-            .operations
-            .iter()
-            .map(|operation| operation.effects)
-            .max()
-            .unwrap_or(0);
-        cell.effects_observed_max = cell.effects_observed_max.max(most_effects);
-        // Calls past the target's declared retention may add effects: show the
-        // most this cell ever allowed, not only the scenario's base expectation.
-        let most_allowed = verdict
-            .operations
-            .iter()
-            .map(|operation| operation.expected_effects_max)
-            .max()
-            .unwrap_or(0);
-        cell.effects_expected = cell.effects_expected.max(most_allowed);
-        match verdict.status {
-            Status::Pass => {}
-            Status::Unknown => cell.seeds_unknown += 1,
-            Status::Fail => cell.seeds_failed += 1,
-        }
-        cell.safety = cell.safety.max(verdict.safety);
-        cell.liveness = cell.liveness.max(verdict.liveness);
-        if verdict.status != Status::Pass && cell.failures.len() < FAILURES_KEPT_PER_CELL {
-            cell.failures.push(SeedFailure::new(seed, verdict));
-        }
-    }
-    cell.settle();
-    // A target file named by its path is rerun by its path.
-    if target.arg() != target.name() {
-        cell.rerun = cell
-            .first_failing_seed
-            .or(cell.first_undecided_seed)
-            .map(|seed| rerun_command(&cell.scenario_path, target.arg(), seed));
-    }
-    cell
+        .unwrap_or(0)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {

@@ -131,6 +131,59 @@ impl Scenario {
         file.validate(path, text)
     }
 
+    /// The scenario as a file: every key written out, so that [`Scenario::parse`]
+    /// of the text, at this scenario's path, gives back an equal scenario.
+    pub fn to_toml(&self) -> String {
+        let nowhere = || 0..0;
+        let file = ScenarioFile {
+            test: self.test,
+            description: self.description.clone(),
+            provider: ProviderFile {
+                profile: self.provider.profile,
+                retention: self.provider.retention,
+                processing_delay: Some(self.provider.processing_delay),
+            },
+            network: NetworkFile {
+                min_latency: self.network.min_latency,
+                max_latency: self.network.max_latency,
+            },
+            workload: WorkloadFile {
+                tool: self.workload.tool.clone(),
+                subject_field: self.workload.subject_field.clone(),
+            },
+            call: self
+                .calls
+                .iter()
+                .map(|call| {
+                    Spanned::new(
+                        nowhere(),
+                        CallFile {
+                            operation: call.operation.clone(),
+                            payload: call.payload,
+                            attempts: call.attempts,
+                            concurrency: call.concurrency,
+                            expect: call.expect.clone(),
+                        },
+                    )
+                })
+                .collect(),
+            fault: self
+                .faults
+                .iter()
+                .map(|fault| Spanned::new(nowhere(), fault.clone()))
+                .collect(),
+            expect: Some(Spanned::new(
+                nowhere(),
+                ExpectFile {
+                    effects_per_operation: self.expect.effects_per_operation,
+                    effects: self.expect.effects.clone(),
+                    max_dispatches_per_operation: self.expect.max_dispatches_per_operation,
+                },
+            )),
+        };
+        toml::to_string(&file).expect("a scenario always serialises to TOML")
+    }
+
     /// Reads, parses and validates the scenario file at `path`.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
         let text = std::fs::read_to_string(path).map_err(|error| ScenarioError {
@@ -183,7 +236,7 @@ impl Location {
 
 // ---- the file format -------------------------------------------------------
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct ScenarioFile {
     test: TestKind,
@@ -195,23 +248,31 @@ struct ScenarioFile {
     workload: WorkloadFile,
     #[serde(default)]
     call: Vec<Spanned<CallFile>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     fault: Vec<Spanned<Fault>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     expect: Option<Spanned<ExpectFile>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct ProviderFile {
     profile: ProviderProfile,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
     retention: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
     processing_delay: Option<Duration>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct NetworkFile {
     #[serde(default = "default_min_latency", with = "humantime_serde")]
@@ -237,7 +298,7 @@ fn default_max_latency() -> Duration {
     Duration::from_millis(2)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct WorkloadFile {
     #[serde(default = "default_tool")]
@@ -263,7 +324,7 @@ fn default_subject_field() -> String {
     "invoice".into()
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct CallFile {
     operation: String,
@@ -273,7 +334,7 @@ struct CallFile {
     attempts: u32,
     #[serde(default = "default_concurrency")]
     concurrency: u32,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     expect: Option<BTreeSet<Outcome>>,
 }
 
@@ -289,14 +350,14 @@ fn default_concurrency() -> u32 {
     1
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct ExpectFile {
     #[serde(default = "default_effects")]
     effects_per_operation: u32,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     effects: BTreeMap<String, u32>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     max_dispatches_per_operation: Option<u32>,
 }
 
@@ -577,6 +638,7 @@ operation = "reminder"
         let text =
             format!("{MINIMAL}\n[[fault]]\nkind = \"revoke\"\ngrant = \"token\"\nafter-call = 4\n");
         let message = parse(&text).unwrap_err().to_string();
+        // Line 12 is the `[[fault]]` header: MINIMAL opens with a newline.
         assert!(
             message.starts_with("scenarios/example.toml:12:"),
             "{message}"
@@ -598,6 +660,21 @@ operation = "reminder"
         let message = parse(&text).unwrap_err().to_string();
         assert!(message.contains("unknown operation 'reminde'"), "{message}");
         assert!(message.contains("Choose from: reminder"), "{message}");
+    }
+
+    #[test]
+    fn a_written_scenario_reads_back_equal() {
+        // Issue 5: `chaos explore` writes what it found with `to_toml`, and
+        // `chaos run` must read back exactly that schedule.
+        let text = format!(
+            "{MINIMAL}\n[[call]]\noperation = \"other\"\npayload = \"changed\"\nexpect = [\"conflict\"]\n\
+             [[fault]]\nkind = \"crash-target\"\nat = \"after-commit\"\nnth = 2\nrestart-after = \"1s 5ms\"\n\
+             [[fault]]\nkind = \"advance-clock\"\nby = \"25h\"\nafter-call = 1\n\
+             [expect]\nmax-dispatches-per-operation = 2\n[expect.effects]\nother = 0\n"
+        );
+        let scenario = parse(&text).unwrap();
+        let written = scenario.to_toml();
+        assert_eq!(parse(&written).unwrap(), scenario, "{written}");
     }
 
     #[test]

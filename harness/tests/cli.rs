@@ -51,6 +51,7 @@ fn a_passing_run_exits_0_and_prints_the_seeds_first() {
     );
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    common::assert_valid_report(&report);
     let cell = &report["cells"][0];
     assert_eq!(cell["verdict"], "pass");
     assert_eq!(cell["seeds_run"], 20);
@@ -87,6 +88,7 @@ fn a_failing_run_exits_1_and_its_rerun_command_replays_the_failure() {
 
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    common::assert_valid_report(&report);
     let cell = &report["cells"][0];
     assert_eq!(cell["verdict"], "fail");
     assert_eq!(cell["first_failing_seed"], 40);
@@ -106,6 +108,7 @@ fn a_failing_run_exits_1_and_its_rerun_command_replays_the_failure() {
     );
     let replayed: serde_json::Value =
         serde_json::from_slice(&std::fs::read(replay_out.join("report.json")).unwrap()).unwrap();
+    common::assert_valid_report(&replayed);
     assert_eq!(replayed["cells"][0]["reason"], cell["reason"]);
     assert_eq!(replayed["cells"][0]["failures"][0], cell["failures"][0]);
 }
@@ -195,5 +198,271 @@ fn list_shows_targets_and_every_scenario() {
             "{} missing: {stdout}",
             scenario.name
         );
+    }
+}
+
+/// Issue #4, items 2 and 6: `--format json` keeps stdout for the report alone,
+/// `--junit FILE` writes the JUnit report there too, and a run writes every
+/// format into `--out`.
+#[test]
+fn format_json_prints_only_the_report_on_stdout() {
+    let out = temp_dir("format-json");
+    let junit = out.with_extension("xml");
+    let output = chaos(
+        &[
+            "run",
+            "scenarios/changed-payload.toml",
+            "--target",
+            "args-hash",
+            "--seeds",
+            "3",
+            "--format",
+            "json",
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+        &out,
+    );
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let printed: serde_json::Value =
+        serde_json::from_str(&stdout).expect("stdout is exactly one JSON document");
+    common::assert_valid_report(&printed);
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(printed, written);
+    assert!(stderr.starts_with("chaos: seeds 0..=2"), "{stderr}");
+    assert!(
+        stderr.contains("rerun: chaos run scenarios/changed-payload.toml"),
+        "{stderr}"
+    );
+    for file in ["report.json", "junit.xml", "summary.md", "report.html"] {
+        assert!(out.join(file).is_file(), "{file} missing from --out");
+    }
+    assert_eq!(
+        std::fs::read(&junit).unwrap(),
+        std::fs::read(out.join("junit.xml")).unwrap()
+    );
+}
+
+#[test]
+fn emit_chooses_which_reports_are_written() {
+    let out = temp_dir("emit");
+    let output = chaos(
+        &[
+            "run",
+            "scenarios/changed-payload.toml",
+            "--target",
+            "ledger",
+            "--seeds",
+            "2",
+            "--emit",
+            "json,markdown",
+        ],
+        &out,
+    );
+    assert_eq!(output.status.code(), Some(0));
+    let mut files: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files, ["report.json", "summary.md"]);
+
+    let bad = chaos(
+        &[
+            "run",
+            "scenarios/changed-payload.toml",
+            "--emit",
+            "json,pdf",
+        ],
+        &temp_dir("emit-bad"),
+    );
+    let (_, stderr) = text(&bad);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr.contains("unknown report format 'pdf'. Choose from: json, junit, markdown, html"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_bad_partition_is_a_usage_error_that_shows_the_form() {
+    for partition in ["5/4", "0/3", "2", "a/b"] {
+        let output = chaos(
+            &[
+                "run",
+                "scenarios/changed-payload.toml",
+                "--partition",
+                partition,
+            ],
+            &temp_dir("partition"),
+        );
+        let (_, stderr) = text(&output);
+        assert_eq!(output.status.code(), Some(2), "{partition}: {stderr}");
+        assert!(stderr.contains("write K/N with 1 <= K <= N"), "{stderr}");
+    }
+}
+
+/// Issue #4, item 6: no progress bar (nor any control character) when stderr
+/// is not a terminal, as in CI logs.
+#[test]
+fn no_progress_bar_when_stderr_is_not_a_terminal() {
+    let out = temp_dir("no-bar");
+    let output = chaos(
+        &["run", "scenarios/concurrent-attempts.toml", "--seeds", "30"],
+        &out,
+    );
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(1));
+    for stream in [&stdout, &stderr] {
+        assert!(!stream.contains('\r'), "{stream}");
+        assert!(!stream.contains('\u{1b}'), "{stream}");
+        assert!(!stream.contains("trials,"), "{stream}");
+    }
+}
+
+/// Issue #4, item 6: on a terminal a sweep shows a progress bar, in colour
+/// unless `NO_COLOR` is set. `script` (util-linux) gives the run a terminal.
+#[test]
+fn a_terminal_gets_a_progress_bar_and_no_color_is_respected() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipping: `script` (util-linux) is not installed, so no terminal can be faked");
+        return;
+    }
+    let run = |no_color: bool| {
+        let out = temp_dir(if no_color { "tty-plain" } else { "tty-color" });
+        let command = format!(
+            "{} run scenarios/concurrent-attempts.toml --seeds 60 --out {}",
+            env!("CARGO_BIN_EXE_chaos"),
+            out.display()
+        );
+        let mut script = Command::new("script");
+        script
+            .args(["-qec", &command, "/dev/null"])
+            .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
+        if no_color {
+            script.env("NO_COLOR", "1");
+        } else {
+            script.env_remove("NO_COLOR");
+        }
+        let output = script.output().expect("script runs");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let colored = run(false);
+    assert!(
+        colored.contains("trials,"),
+        "no progress bar drawn: {colored}"
+    );
+    assert!(
+        colored.contains("\u{1b}[3"),
+        "no colour on a terminal: {colored}"
+    );
+    let plain = run(true);
+    assert!(plain.contains("trials,"), "no progress bar drawn: {plain}");
+    assert!(
+        !plain.contains("\u{1b}[3"),
+        "NO_COLOR was set, yet colours were printed: {plain}"
+    );
+}
+
+fn chaos_bare(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_chaos"))
+        .args(args)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .output()
+        .expect("chaos runs")
+}
+
+/// Issue #4, item 4: `chaos compare` exits 1 when a cell went from pass to
+/// fail between two reports of one target, 0 when nothing regressed, and 2
+/// for a file that is not a report.
+#[test]
+fn compare_exits_1_on_a_regression_and_0_without() {
+    let dir = temp_dir("compare");
+    let base = dir.join("base");
+    let output = chaos(
+        &[
+            "run",
+            "scenarios/revoked-permission.toml",
+            "--target",
+            "ledger",
+            "--seeds",
+            "2",
+        ],
+        &base,
+    );
+    assert_eq!(output.status.code(), Some(0));
+    let base_report = base.join("report.json");
+    let mut head: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&base_report).unwrap()).unwrap();
+    head["cells"][0]["verdict"] = "fail".into();
+    head["cells"][0]["reason"] = "disclosure: a receipt after revocation".into();
+    let head_report = dir.join("head.json");
+    std::fs::write(&head_report, head.to_string()).unwrap();
+    let (base_arg, head_arg) = (base_report.to_str().unwrap(), head_report.to_str().unwrap());
+
+    let same = chaos_bare(&["compare", base_arg, base_arg]);
+    let (stdout, _) = text(&same);
+    assert_eq!(same.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("no changes between the reports"),
+        "{stdout}"
+    );
+
+    let regressed = chaos_bare(&["compare", base_arg, head_arg]);
+    let (stdout, _) = text(&regressed);
+    assert_eq!(regressed.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("REGRESSION revoked-permission x ledger: pass in"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("ledger @ "), "{stdout}");
+
+    let as_json = chaos_bare(&["compare", base_arg, head_arg, "--format", "json"]);
+    let comparison: serde_json::Value =
+        serde_json::from_slice(&as_json.stdout).expect("--format json prints JSON");
+    assert_eq!(as_json.status.code(), Some(1));
+    assert_eq!(comparison["changes"][0]["kind"], "regression");
+
+    let not_a_report = chaos_bare(&["compare", base_arg, "Cargo.toml"]);
+    let (_, stderr) = text(&not_a_report);
+    assert_eq!(not_a_report.status.code(), Some(2));
+    assert!(
+        stderr.contains("failed to read the report Cargo.toml: it is not JSON"),
+        "{stderr}"
+    );
+}
+
+/// The documented GitHub Actions workflow (docs/github-actions.yml) only uses
+/// subcommands and flags chaos has, so copying it works.
+#[test]
+fn the_github_actions_example_uses_real_flags() {
+    let workflow =
+        std::fs::read_to_string(common::repo_root().join("docs/github-actions.yml")).unwrap();
+    // Join continued lines, then take every `-p chaos -- <subcommand> ...`.
+    let joined = workflow.replace("\\\n", " ");
+    let invocations: Vec<&str> = joined
+        .lines()
+        .filter_map(|line| line.split_once("-p chaos -- ").map(|(_, rest)| rest))
+        .collect();
+    let subcommands: Vec<&str> = invocations
+        .iter()
+        .map(|invocation| invocation.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(subcommands, ["run", "merge"], "{invocations:?}");
+    for invocation in invocations {
+        let subcommand = invocation.split_whitespace().next().unwrap();
+        let help = chaos_bare(&[subcommand, "--help"]);
+        let help = String::from_utf8_lossy(&help.stdout);
+        for flag in invocation
+            .split_whitespace()
+            .filter(|word| word.starts_with("--"))
+        {
+            assert!(
+                help.contains(&format!("{flag} ")) || help.contains(&format!("{flag}\n")),
+                "`chaos {subcommand}` has no {flag}: {help}"
+            );
+        }
     }
 }

@@ -32,3 +32,39 @@ pub fn scenario(name: &str) -> Scenario {
     scenario.path = PathBuf::from(format!("scenarios/{name}.toml"));
     scenario
 }
+
+/// The repository's root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Fails, listing every error, unless `report` matches `docs/report.schema.json`.
+/// Every test that produces a report.json calls this (issue #4, item 1).
+pub fn assert_valid_report(report: &serde_json::Value) {
+    let errors = schema_errors(report);
+    assert!(
+        errors.is_empty(),
+        "the report does not match docs/report.schema.json:\n{}",
+        errors.join("\n")
+    );
+}
+
+/// Every way `report` breaks `docs/report.schema.json`.
+pub fn schema_errors(report: &serde_json::Value) -> Vec<String> {
+    let text = std::fs::read_to_string(repo_root().join("docs/report.schema.json"))
+        .expect("docs/report.schema.json exists");
+    let schema: serde_json::Value = serde_json::from_str(&text).expect("the schema is JSON");
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    validator
+        .iter_errors(report)
+        .map(|error| format!("{} at {}", error, error.instance_path()))
+        .collect()
+}
+
+/// A fresh, empty directory for one test.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("chaos-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("the temporary directory can be created");
+    dir
+}

@@ -14,7 +14,7 @@ use chaos::check::{Check, Status};
 use chaos::live::{self, LiveRun};
 use chaos::plan::{Timing, Trial};
 use chaos::report::Summary;
-use chaos::runner::{self, Seeds};
+use chaos::runner::{self, Seeds, Sweep};
 use chaos::target_file::TargetFile;
 use chaos::targets::{self, Target};
 
@@ -38,10 +38,10 @@ fn run(scenarios: &[&str], target: &Target, seeds: u64) -> Summary {
     runner::run_targets(
         &scenarios,
         std::slice::from_ref(target),
-        Seeds::Range {
+        Sweep::new(Seeds::Range {
             first: 0,
             count: seeds,
-        },
+        }),
         &(),
         &AtomicBool::new(false),
     )

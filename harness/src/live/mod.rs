@@ -18,7 +18,6 @@ mod net;
 pub mod process;
 pub mod schedule;
 
-use std::io::IsTerminal;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -107,63 +106,61 @@ pub fn build(target: &TargetFile, cancel: &AtomicBool) -> Result<(), String> {
     }
 }
 
-/// Runs `seeds` of one (scenario, target) cell, one trial at a time (live
-/// trials share the machine's real time, so they never overlap), and judges
-/// each. `None` when cancelled. A trial that cannot run ends the cell: the
-/// rest of its seeds would fail the same way, and the run goes on with the
-/// next cell.
-pub fn run_cell(
-    scenario: &Scenario,
+/// One live trial, judged.
+pub struct Judged<'a> {
+    pub trial: Trial<'a>,
+    pub verdict: Verdict,
+    /// What the run produced, when it ran.
+    pub run: Option<RunOutput>,
+    /// The trial could not run at all (the target never got ready, the
+    /// scenario cannot be done live): every seed of the cell would say the
+    /// same, so the run moves on to the next cell.
+    pub cell_blocked: bool,
+}
+
+/// Plans, runs and judges one live trial of `scenario` against `target` with
+/// fresh identities. `None` when cancelled.
+pub fn judge_trial<'a>(
+    scenario: &'a Scenario,
     target: &TargetFile,
     built: &Result<(), String>,
-    seeds: &[u64],
+    seed: u64,
     cancel: &AtomicBool,
-    trial_done: &dyn Fn(),
-) -> Option<Vec<(u64, Verdict)>> {
+) -> Option<Judged<'a>> {
+    let namespace = fresh_namespace();
+    let trial = Trial::in_namespace(scenario, seed, Timing::live(), Some(&namespace));
+    let blocked = |trial, reason: String| Judged {
+        trial,
+        verdict: Verdict::undecided(reason),
+        run: None,
+        cell_blocked: true,
+    };
     if let Err(why) = built {
-        trial_done();
-        return Some(vec![(
-            seeds.first().copied().unwrap_or(0),
-            Verdict::undecided(why.clone()),
-        )]);
+        return Some(blocked(trial, why.clone()));
     }
-    // Live trials take seconds: say where the run is, when someone is watching.
-    if std::io::stderr().is_terminal() {
-        eprintln!(
-            "live: {} x {} ({} trial(s))",
-            scenario.name,
-            target.name,
-            seeds.len()
-        );
+    if cancel.load(Ordering::Relaxed) {
+        return None;
     }
-    let mut judged = Vec::with_capacity(seeds.len());
-    for &seed in seeds {
-        if cancel.load(Ordering::Relaxed) {
-            return None;
+    match catch_unwind(AssertUnwindSafe(|| run_trial(&trial, target, cancel))) {
+        Ok(LiveRun::Cancelled) => None,
+        Ok(LiveRun::NotRun { reason }) => Some(blocked(trial, reason)),
+        Ok(LiveRun::Ran { output, info }) => {
+            let verdict = catch_unwind(AssertUnwindSafe(|| check::check(&trial, &info, &output)))
+                .unwrap_or_else(|_| Verdict::undecided("the checker failed".into()));
+            Some(Judged {
+                verdict: judge_cut_short(verdict, output.error.is_some()),
+                run: Some(output),
+                trial,
+                cell_blocked: false,
+            })
         }
-        let namespace = fresh_namespace();
-        let trial = Trial::in_namespace(scenario, seed, Timing::live(), Some(&namespace));
-        let run = catch_unwind(AssertUnwindSafe(|| run_trial(&trial, target, cancel)));
-        trial_done();
-        match run {
-            Ok(LiveRun::Cancelled) => return None,
-            Ok(LiveRun::NotRun { reason }) => {
-                judged.push((seed, Verdict::undecided(reason)));
-                break;
-            }
-            Ok(LiveRun::Ran { output, info }) => {
-                let verdict =
-                    catch_unwind(AssertUnwindSafe(|| check::check(&trial, &info, &output)))
-                        .unwrap_or_else(|_| Verdict::undecided("the checker failed".into()));
-                judged.push((seed, judge_cut_short(verdict, output.error.is_some())));
-            }
-            Err(_) => judged.push((
-                seed,
-                Verdict::undecided("the live driver panicked; the target was ended".into()),
-            )),
-        }
+        Err(_) => Some(Judged {
+            trial,
+            verdict: Verdict::undecided("the live driver panicked; the target was ended".into()),
+            run: None,
+            cell_blocked: false,
+        }),
     }
-    Some(judged)
 }
 
 /// A live run cut short (its target died, or hung) leaves operations without

@@ -2,18 +2,37 @@
 //! one [`Summary`] type; each format is its own module.
 //!
 //! - [`table`]: the comfy-table matrix printed on the terminal;
-//! - [`json`]: `report.json`, the versioned machine-readable report.
+//! - [`json`]: `report.json`, the versioned machine-readable report
+//!   (schema: `docs/report.schema.json`);
+//! - [`junit`]: `junit.xml`, one test case per (scenario, target), for CI;
+//! - [`markdown`]: `summary.md`, fit for a pull-request comment;
+//! - [`html`]: `report.html`, self-contained, with a timeline per failing case;
+//! - [`compare`]: several reports side by side, and the regressions between them;
+//! - [`merge`]: shard reports of one partitioned run, combined into one.
+//!
+//! [`record`] is the per-seed record the detailed formats draw from.
 
+pub mod compare;
+pub mod html;
 pub mod json;
+pub mod junit;
+pub mod markdown;
+pub mod merge;
+pub mod record;
 pub mod table;
+
+use std::io;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::check::{Finding, Liveness, OperationSummary, Status, Verdict};
+use crate::check::{Liveness, Status, Verdict};
 use crate::exit::Exit;
-use crate::runner::Seeds;
+use crate::runner::{Partition, Seeds, FAILURES_KEPT_PER_CELL};
 use crate::scenario::{Scenario, TestKind};
 use crate::targets::ReferenceTarget;
+
+pub use record::{Payloads, SeedFailure};
 
 /// Version of the JSON report's schema; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -24,9 +43,16 @@ pub struct Summary {
     pub chaos_version: String,
     pub transport: String,
     pub seeds: SeedsRun,
+    /// The shard this report covers (`--partition K/N`); `null` for a whole run.
+    pub partition: Option<Partition>,
+    pub payloads: Payloads,
+    /// How many non-passing seeds per cell keep their full record (besides
+    /// the first failing and the first undecided seed, which always do).
+    pub failures_kept_per_cell: usize,
     pub scenarios: Vec<ScenarioMeta>,
     pub targets: Vec<TargetMeta>,
-    /// One per (scenario, target), scenario-major, in the order given.
+    /// One per (scenario, target), scenario-major, in the order given. A shard
+    /// holds only the cells it ran at least one trial of.
     pub cells: Vec<CellSummary>,
 }
 
@@ -71,7 +97,7 @@ impl TargetMeta {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellSummary {
     pub scenario: String,
     pub scenario_path: String,
@@ -92,29 +118,10 @@ pub struct CellSummary {
     pub effects_expected: u32,
     /// The most effects any one operation had, over all seeds.
     pub effects_observed_max: u32,
-    /// Detail of the first failing or undecided seeds.
+    /// The full record of the first non-passing seeds, in seed order: the
+    /// first `failures_kept_per_cell`, plus the first failing and the first
+    /// undecided one when they come later.
     pub failures: Vec<SeedFailure>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SeedFailure {
-    pub seed: u64,
-    pub verdict: Status,
-    pub reason: String,
-    pub findings: Vec<Finding>,
-    pub operations: Vec<OperationSummary>,
-}
-
-impl SeedFailure {
-    pub fn new(seed: u64, verdict: Verdict) -> SeedFailure {
-        SeedFailure {
-            seed,
-            verdict: verdict.status,
-            reason: verdict.reason().unwrap_or_default(),
-            findings: verdict.findings,
-            operations: verdict.operations,
-        }
-    }
 }
 
 impl CellSummary {
@@ -137,6 +144,90 @@ impl CellSummary {
             effects_observed_max: 0,
             failures: Vec::new(),
         }
+    }
+
+    /// Counts one judged seed. Its detail is kept apart, by [`Self::keep`].
+    pub fn add(&mut self, verdict: &Verdict) {
+        self.seeds_run += 1;
+        let most_effects = verdict
+            .operations
+            .iter()
+            .map(|operation| operation.effects)
+            .max()
+            .unwrap_or(0);
+        self.effects_observed_max = self.effects_observed_max.max(most_effects);
+        // Calls past the target's declared retention may add effects: show the
+        // most this cell ever allowed, not only the scenario's base expectation.
+        let most_allowed = verdict
+            .operations
+            .iter()
+            .map(|operation| operation.expected_effects_max)
+            .max()
+            .unwrap_or(0);
+        self.effects_expected = self.effects_expected.max(most_allowed);
+        match verdict.status {
+            Status::Pass => {}
+            Status::Unknown => self.seeds_unknown += 1,
+            Status::Fail => self.seeds_failed += 1,
+        }
+        self.safety = self.safety.max(verdict.safety);
+        self.liveness = self.liveness.max(verdict.liveness);
+    }
+
+    /// Whether the detail of a non-passing `seed` would be kept; lets a runner
+    /// skip building records that would be dropped. `first_seed` orders seeds.
+    pub fn wants(&self, seed: u64, status: Status, first_seed: u64, limit: usize) -> bool {
+        let order = seed.wrapping_sub(first_seed);
+        let earlier = |failure: &&SeedFailure| failure.seed.wrapping_sub(first_seed) < order;
+        self.failures.iter().filter(earlier).count() < limit
+            || !self
+                .failures
+                .iter()
+                .filter(earlier)
+                .any(|failure| failure.verdict == status)
+    }
+
+    /// Keeps the detail of a non-passing seed if it is among the first `limit`,
+    /// or the first failing or first undecided one. Seeds may arrive in any
+    /// order (trials run in parallel, shards merge in any order): what is kept
+    /// depends only on the set of seeds seen.
+    pub fn keep(&mut self, failure: SeedFailure, first_seed: u64, limit: usize) {
+        if self.failures.iter().any(|kept| kept.seed == failure.seed) {
+            return;
+        }
+        self.failures.push(failure);
+        self.failures
+            .sort_by_key(|failure| failure.seed.wrapping_sub(first_seed));
+        let first_failing = self
+            .failures
+            .iter()
+            .position(|failure| failure.verdict == Status::Fail);
+        let first_undecided = self
+            .failures
+            .iter()
+            .position(|failure| failure.verdict == Status::Unknown);
+        let mut index = 0;
+        self.failures.retain(|_| {
+            let kept =
+                index < limit || Some(index) == first_failing || Some(index) == first_undecided;
+            index += 1;
+            kept
+        });
+    }
+
+    /// Folds in the same cell of another shard of the same run.
+    pub fn absorb(&mut self, other: CellSummary, first_seed: u64, limit: usize) {
+        self.seeds_run += other.seeds_run;
+        self.seeds_failed += other.seeds_failed;
+        self.seeds_unknown += other.seeds_unknown;
+        self.effects_expected = self.effects_expected.max(other.effects_expected);
+        self.effects_observed_max = self.effects_observed_max.max(other.effects_observed_max);
+        self.safety = self.safety.max(other.safety);
+        self.liveness = self.liveness.max(other.liveness);
+        for failure in other.failures {
+            self.keep(failure, first_seed, limit);
+        }
+        self.settle();
     }
 
     /// Derives the verdict, first seeds, reason and rerun command from the
@@ -165,8 +256,9 @@ impl CellSummary {
             .find(|failure| failure.verdict == Status::Fail)
             .or_else(|| self.failures.first());
         self.reason = shown.map(|failure| failure.reason.clone());
-        self.rerun =
-            shown.map(|failure| rerun_command(&self.scenario_path, &self.target, failure.seed));
+        // The seed's own command: it names the target as the run did (a live
+        // target file may have been given by its path).
+        self.rerun = shown.map(|failure| failure.rerun.clone());
     }
 }
 
@@ -216,6 +308,9 @@ impl Summary {
                 transports.join("+")
             },
             seeds: SeedsRun { first, count },
+            partition: None,
+            payloads: Payloads::Redacted,
+            failures_kept_per_cell: FAILURES_KEPT_PER_CELL,
             scenarios: scenarios
                 .iter()
                 .map(|scenario| ScenarioMeta {
@@ -249,5 +344,181 @@ impl Summary {
         self.cells
             .iter()
             .find(|cell| cell.scenario == scenario && cell.target == target)
+    }
+
+    /// How many cells passed, failed and could not be decided.
+    pub fn totals(&self) -> Totals {
+        let count = |status| {
+            self.cells
+                .iter()
+                .filter(|cell| cell.verdict == status)
+                .count()
+        };
+        Totals {
+            cells: self.cells.len(),
+            passed: count(Status::Pass),
+            failed: count(Status::Fail),
+            undecided: count(Status::Unknown),
+        }
+    }
+
+    /// One line saying which seeds ran, for headers.
+    pub fn seeds_label(&self) -> String {
+        let SeedsRun { first, count } = self.seeds;
+        let seeds = if count == 1 {
+            format!("seed {first}")
+        } else {
+            format!(
+                "seeds {first}..={} ({count} per cell)",
+                first.wrapping_add(count.saturating_sub(1))
+            )
+        };
+        match self.partition {
+            Some(partition) => format!("{seeds}, shard {partition}"),
+            None => seeds,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Totals {
+    pub cells: usize,
+    pub passed: usize,
+    pub failed: usize,
+    pub undecided: usize,
+}
+
+/// The words a verdict is shown with: `FAIL (stuck)` when only liveness failed.
+pub fn verdict_label(cell: &CellSummary) -> &'static str {
+    match (cell.verdict, cell.liveness, cell.safety) {
+        (Status::Fail, Liveness::Fail, Status::Pass) => "FAIL (stuck)",
+        (Status::Fail, _, _) => "FAIL",
+        (Status::Unknown, _, _) => "UNKNOWN",
+        (Status::Pass, _, _) => "pass",
+    }
+}
+
+/// The files a run writes into its `--out` folder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Format {
+    Json,
+    Junit,
+    Markdown,
+    Html,
+}
+
+impl Format {
+    pub const ALL: [Format; 4] = [Format::Json, Format::Junit, Format::Markdown, Format::Html];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Json => "json",
+            Format::Junit => "junit",
+            Format::Markdown => "markdown",
+            Format::Html => "html",
+        }
+    }
+
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Format::Json => "report.json",
+            Format::Junit => "junit.xml",
+            Format::Markdown => "summary.md",
+            Format::Html => "report.html",
+        }
+    }
+
+    pub fn render(self, summary: &Summary) -> String {
+        match self {
+            Format::Json => json::render(summary),
+            Format::Junit => junit::render(summary),
+            Format::Markdown => markdown::render(summary),
+            Format::Html => html::render(summary),
+        }
+    }
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Format, String> {
+        Format::ALL
+            .into_iter()
+            .find(|format| format.name() == text)
+            .ok_or_else(|| {
+                let choices: Vec<&str> = Format::ALL.iter().map(|format| format.name()).collect();
+                format!(
+                    "unknown report format '{text}'. Choose from: {}",
+                    choices.join(", ")
+                )
+            })
+    }
+}
+
+/// Writes `formats` into `dir`. Everything is rendered before anything is
+/// written, and each file appears whole or not at all.
+pub fn write(summary: &Summary, dir: &Path, formats: &[Format]) -> io::Result<Vec<PathBuf>> {
+    let rendered: Vec<(PathBuf, String)> = formats
+        .iter()
+        .map(|format| (dir.join(format.file_name()), format.render(summary)))
+        .collect();
+    rendered
+        .iter()
+        .map(|(path, text)| json::write_atomically(path, text.as_bytes()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::Verdict;
+
+    fn failure(seed: u64, status: Status) -> SeedFailure {
+        let mut verdict = Verdict::undecided(format!("seed {seed}"));
+        verdict.status = status;
+        SeedFailure::new(
+            seed,
+            verdict,
+            format!("rerun {seed}"),
+            None,
+            Payloads::Redacted,
+        )
+    }
+
+    fn kept(order: &[u64], limit: usize) -> Vec<u64> {
+        let scenario = Scenario::parse(
+            Path::new("scenarios/x.toml"),
+            "test = \"lost-response\"\ndescription = \"x\"\n[provider]\nprofile = \"keyed\"\n[[call]]\noperation = \"a\"\n",
+        )
+        .unwrap();
+        let mut cell = CellSummary::new(&scenario, "t", 1);
+        // Seeds 10 and 11 are undecided; 15 is the first failing one.
+        for &seed in order {
+            let status = if seed < 12 {
+                Status::Unknown
+            } else {
+                Status::Fail
+            };
+            if cell.wants(seed, status, 10, limit) {
+                cell.keep(failure(seed, status), 10, limit);
+            }
+        }
+        cell.settle();
+        assert_eq!(cell.first_failing_seed, Some(12));
+        cell.failures.iter().map(|failure| failure.seed).collect()
+    }
+
+    /// Issue #4, item 5: which failing seeds keep their record depends only on
+    /// the seeds seen, never on the order they finished in (threads, shards);
+    /// and the first failing seed is kept even past the limit.
+    #[test]
+    fn kept_failures_do_not_depend_on_arrival_order() {
+        let ascending = [10, 11, 12, 13, 14, 15];
+        let shuffled = [14, 12, 15, 10, 13, 11];
+        assert_eq!(kept(&ascending, 5), [10, 11, 12, 13, 14]);
+        assert_eq!(kept(&shuffled, 5), [10, 11, 12, 13, 14]);
+        assert_eq!(kept(&ascending, 1), [10, 12]);
+        assert_eq!(kept(&shuffled, 1), [10, 12]);
+        assert_eq!(kept(&shuffled, 0), [10, 12]);
     }
 }

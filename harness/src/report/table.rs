@@ -4,8 +4,8 @@
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, Color, ContentArrangement, Table};
 
-use super::{CellSummary, Summary};
-use crate::check::{Liveness, Status};
+use super::{verdict_label, CellSummary, Summary};
+use crate::check::Status;
 
 /// Renders the matrix. `color` is off when output is not a terminal or
 /// `NO_COLOR` is set.
@@ -35,12 +35,7 @@ pub fn render(summary: &Summary, color: bool) -> String {
 }
 
 fn render_cell(cell: &CellSummary, color: bool) -> Cell {
-    let verdict = match (cell.verdict, cell.liveness, cell.safety) {
-        (Status::Fail, Liveness::Fail, Status::Pass) => "FAIL (stuck)",
-        (Status::Fail, _, _) => "FAIL",
-        (Status::Unknown, _, _) => "UNKNOWN",
-        (Status::Pass, _, _) => "pass",
-    };
+    let verdict = verdict_label(cell);
     let non_passing = cell.seeds_failed + cell.seeds_unknown;
     let text = format!(
         "{verdict}\neffects {}/{}\n{non_passing}/{} seeds",

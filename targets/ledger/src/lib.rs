@@ -136,15 +136,27 @@ impl<S: RecordStore> Ledger<S> {
         };
         let now = self.env.clock.now_ms();
 
-        // 3. The atomic claim.
+        // 3. The atomic claim. Within this process, only the attempt holding the
+        // operation's in-flight mark claims, dispatches or reconciles; across
+        // processes, the store's claim arbitrates.
         let fresh = Record::pending(&scope.to_string(), &payload, now);
-        let claim = match self.forget_if_expired(&scope, now).await {
-            Ok(()) => self.store.claim(&scope, &fresh).await,
-            Err(error) => Err(error),
+        let working = self.try_enter(&scope);
+        let claim = match &working {
+            Some(_) => match self.forget_if_expired(&scope, now).await {
+                Ok(()) => self.store.claim(&scope, &fresh).await,
+                Err(error) => Err(error),
+            },
+            // Another attempt here works on this operation: read what it left,
+            // never claim beside it.
+            None => match self.store.load(&scope).await {
+                Ok(Some(existing)) => Ok(Claim::Taken(existing)),
+                Ok(None) => return in_flight(),
+                Err(error) => Err(error),
+            },
         };
         let existing = match claim {
             Ok(Claim::Won) => {
-                let _guard = self.enter(&scope);
+                let _guard = working;
                 return self.dispatch(tool, &scope, fresh).await;
             }
             Ok(Claim::Taken(existing)) => existing,
@@ -162,9 +174,8 @@ impl<S: RecordStore> Ledger<S> {
             RecordState::Succeeded { .. } | RecordState::Rejected { .. } => {
                 answer_from(tool, &existing)
             }
-            RecordState::Pending | RecordState::Unknown => match self.try_enter(&scope) {
-                None => AnswerBody::outcome(Outcome::Pending)
-                    .with_reason("another attempt of this operation is in flight"),
+            RecordState::Pending | RecordState::Unknown => match working {
+                None => in_flight(),
                 Some(_guard) => self.reconcile(tool, &scope, existing).await,
             },
         }
@@ -244,6 +255,14 @@ impl<S: RecordStore> Ledger<S> {
         let contract = self.env.provider_contract;
         match contract.profile {
             ProviderProfile::Lookup => {
+                // A lookup only proves absence while the provider still keeps
+                // receipts: past its retention, "not found" is forgetting, not
+                // evidence, and re-sending would do the effect twice (issue 5).
+                if !self.inside_provider_retention(&record) {
+                    return unknown(
+                        "the provider no longer keeps receipts that old; the outcome cannot be learned",
+                    );
+                }
                 match upstream::lookup(&self.env, &record.downstream_key).await {
                     Lookup::Found { receipt } => {
                         self.settle(
@@ -265,11 +284,7 @@ impl<S: RecordStore> Ledger<S> {
                 }
             }
             ProviderProfile::Keyed => {
-                let age = self.env.clock.now_ms().saturating_sub(record.created_at_ms);
-                let inside_provider_retention = contract
-                    .retention
-                    .is_none_or(|retention| age < millis(retention));
-                if inside_provider_retention {
+                if self.inside_provider_retention(&record) {
                     // Re-sending under the same key inside the provider's retention is
                     // the provider's documented way to learn the first answer.
                     self.dispatch(tool, scope, record).await
@@ -285,8 +300,26 @@ impl<S: RecordStore> Ledger<S> {
         }
     }
 
+    /// Whether the provider still remembers what was sent for `record`. The
+    /// record was claimed before the dispatch it covers, so its age is at
+    /// least the age of anything the provider stored for it.
+    fn inside_provider_retention(&self, record: &Record) -> bool {
+        let age = self.env.clock.now_ms().saturating_sub(record.created_at_ms);
+        self.env
+            .provider_contract
+            .retention
+            .is_none_or(|retention| age < millis(retention))
+    }
+
     /// Drops a record older than the retention: past it, the declared policy is
     /// that a retry is a new operation.
+    ///
+    /// Only the attempt holding the operation's in-flight mark calls this: a
+    /// claim another attempt is still working on is live work, not history,
+    /// however old its clock says it is. Forgetting it would let a second
+    /// claim dispatch beside it, and its worker would then overwrite that
+    /// claim when it settles (found by `chaos explore`, issue 5: a clock jump
+    /// while a dispatch was in flight).
     async fn forget_if_expired(&self, scope: &Scope, now: u64) -> Result<(), StoreError> {
         if let Some(record) = self.store.load(scope).await? {
             if now.saturating_sub(record.created_at_ms) >= millis(self.retention) {
@@ -294,14 +327,6 @@ impl<S: RecordStore> Ledger<S> {
             }
         }
         Ok(())
-    }
-
-    fn enter(&self, scope: &Scope) -> InFlight<'_, S> {
-        lock(&self.in_flight).insert(scope.clone());
-        InFlight {
-            ledger: self,
-            scope: scope.clone(),
-        }
     }
 
     fn try_enter(&self, scope: &Scope) -> Option<InFlight<'_, S>> {
@@ -338,6 +363,11 @@ fn answer_from(tool: &str, record: &Record) -> AnswerBody {
             unknown("the operation's outcome is not known yet")
         }
     }
+}
+
+fn in_flight() -> AnswerBody {
+    AnswerBody::outcome(Outcome::Pending)
+        .with_reason("another attempt of this operation is in flight")
 }
 
 fn rejected(reason: &str) -> AnswerBody {

@@ -1,0 +1,639 @@
+//! The space `chaos explore` searches: a [`Case`] is a fault schedule (provider,
+//! network, the agent's calls, the faults) plus the seed of its simulation.
+//! proptest generates cases from [`cases`] and shrinks them.
+//!
+//! Shrinking order is built into the strategy's shape: proptest shrinks a tuple
+//! one element at a time, and a `Vec` by deleting elements before shrinking
+//! them, so the faults come first (fewest faults), then the calls, then the
+//! setup; every value shrinks toward the simplest choice (the first of a
+//! `prop_oneof!`, the low end of a range). [`Case::simpler`] lists the moves of
+//! the post-pass that makes the result 1-minimal.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chaos_kit::protocol::ProviderProfile;
+use proptest::collection::vec;
+use proptest::prelude::*;
+
+use crate::fault::{CrashPoint, Fault, Grant, Hop, LossMode};
+use crate::scenario::{
+    Call, Expectations, NetworkSetup, PayloadVariant, ProviderSetup, Scenario, TestKind, Workload,
+};
+
+/// At most this many faults in one schedule.
+pub const MAX_FAULTS: usize = 4;
+/// At most this many call steps.
+pub const MAX_CALLS: usize = 4;
+/// Faults fire at one of the first this-many dispatches or answers: later ones
+/// seldom exist in a run of a few calls.
+pub const MAX_NTH: u32 = 6;
+/// Attempts per worker, the agent's retry budget.
+pub const MAX_ATTEMPTS: u32 = 8;
+/// Workers released together (the issue asks for 1 to 8).
+pub const MAX_CONCURRENCY: u32 = 8;
+/// The logical operations a run's calls choose from.
+pub const OPERATIONS: [&str; 3] = ["a", "b", "c"];
+/// Clock jumps, smallest first. Each crosses a retention boundary the others
+/// do not: 1h (a provider's short retention), 24h (its usual one), 7 days
+/// (ledger's own). No sum of up to [`MAX_FAULTS`] of them lands within a
+/// millisecond of one of those boundaries, where the order of a claim and a
+/// commit in the same millisecond would decide the verdict.
+pub const CLOCK_JUMPS: [Duration; 5] = [
+    Duration::from_secs(60),
+    Duration::from_secs(2 * 3_600),
+    Duration::from_secs(25 * 3_600),
+    Duration::from_secs(8 * 86_400),
+    Duration::from_secs(400 * 86_400),
+];
+/// Provider retentions, the usual first.
+pub const RETENTIONS: [Option<Duration>; 3] = [
+    Some(Duration::from_secs(24 * 3_600)),
+    None,
+    Some(Duration::from_secs(3_600)),
+];
+/// A target is restarted at most this long after a crash.
+pub const MAX_RESTART_MS: u64 = 60;
+/// An answer is delayed at most this long (past the agent's timeout of the
+/// slowest network, 72 ms).
+pub const MAX_DELAY_MS: u64 = 80;
+/// The provider's processing delay widens races, and stays a few milliseconds:
+/// far inside the time a target takes to give up on a dispatch and come back
+/// with a retry's lookup or re-send. A provider that silently commits after
+/// that would make every reconcile unsound, for any target; a late commit is
+/// what a `delay` or `lose-response` fault says openly.
+pub const MAX_PROCESSING_DELAY_MS: u64 = 3;
+/// Latencies: at least 1 ms (the validator's floor), at most this.
+pub const MAX_LATENCY_MS: u64 = 3;
+
+/// One explored case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Case {
+    pub provider: ProviderSetup,
+    pub network: NetworkSetup,
+    pub calls: Vec<Call>,
+    pub faults: Vec<Fault>,
+    /// The simulation's seed: what `chaos run --seed` replays.
+    pub seed: u64,
+}
+
+/// Every case, or every case against one provider profile.
+pub fn cases(profile: Option<ProviderProfile>) -> impl Strategy<Value = Case> {
+    (
+        vec(fault(), 0..=MAX_FAULTS),
+        vec(call(), 1..=MAX_CALLS),
+        provider(profile),
+        network(),
+        // The seed is not shrunk: a smaller seed is not a simpler schedule.
+        any::<u32>().no_shrink(),
+    )
+        .prop_map(|(faults, calls, provider, network, seed)| {
+            Case {
+                provider,
+                network,
+                calls,
+                faults,
+                seed: u64::from(seed),
+            }
+            .normalized()
+        })
+}
+
+fn fault() -> impl Strategy<Value = Fault> {
+    prop_oneof![
+        3 => (hop(), nth(), loss_mode())
+            .prop_map(|(hop, nth, mode)| Fault::LoseResponse { hop, nth, mode }),
+        2 => (nth(), loss_mode()).prop_map(|(nth, mode)| Fault::LoseRequest { nth, mode }),
+        1 => (hop(), nth(), 1..=MAX_DELAY_MS).prop_map(|(hop, nth, by)| Fault::Delay {
+            hop,
+            nth,
+            by: Duration::from_millis(by),
+        }),
+        2 => (crash_point(), nth(), 1..=MAX_RESTART_MS).prop_map(|(at, nth, restart)| {
+            Fault::CrashTarget {
+                at,
+                nth,
+                restart_after: Duration::from_millis(restart),
+            }
+        }),
+        2 => (0..CLOCK_JUMPS.len(), trigger()).prop_map(|(jump, (after_call, after_commit))| {
+            Fault::AdvanceClock {
+                by: CLOCK_JUMPS[jump],
+                after_call,
+                after_commit,
+            }
+        }),
+        1 => (grant(), trigger()).prop_map(|(grant, (after_call, after_commit))| Fault::Revoke {
+            grant,
+            after_call,
+            after_commit,
+        }),
+    ]
+}
+
+fn nth() -> impl Strategy<Value = u32> {
+    1..=MAX_NTH
+}
+
+fn hop() -> impl Strategy<Value = Hop> {
+    prop_oneof![Just(Hop::ProviderToTarget), Just(Hop::TargetToAgent)]
+}
+
+fn loss_mode() -> impl Strategy<Value = LossMode> {
+    prop_oneof![Just(LossMode::Hold), Just(LossMode::Reset)]
+}
+
+fn crash_point() -> impl Strategy<Value = CrashPoint> {
+    prop_oneof![
+        Just(CrashPoint::AfterCommit),
+        Just(CrashPoint::BeforeDispatch)
+    ]
+}
+
+fn grant() -> impl Strategy<Value = Grant> {
+    prop_oneof![Just(Grant::Token), Just(Grant::Scope)]
+}
+
+/// `(after-call, after-commit)`, exactly one set.
+fn trigger() -> impl Strategy<Value = (Option<u32>, Option<u32>)> {
+    prop_oneof![
+        (1..=MAX_CALLS as u32).prop_map(|call| (Some(call), None)),
+        nth().prop_map(|dispatch| (None, Some(dispatch))),
+    ]
+}
+
+fn call() -> impl Strategy<Value = Call> {
+    (
+        prop_oneof![3 => Just(0usize), 2 => Just(1), 1 => Just(2)],
+        prop_oneof![
+            6 => Just(PayloadVariant::Original),
+            1 => Just(PayloadVariant::Equivalent),
+            1 => Just(PayloadVariant::Changed),
+        ],
+        1..=MAX_ATTEMPTS,
+        prop_oneof![3 => Just(1u32), 1 => 2..=MAX_CONCURRENCY],
+    )
+        .prop_map(|(operation, payload, attempts, concurrency)| Call {
+            operation: OPERATIONS[operation].to_owned(),
+            payload,
+            attempts,
+            concurrency,
+            expect: None,
+        })
+}
+
+fn provider(profile: Option<ProviderProfile>) -> impl Strategy<Value = ProviderSetup> {
+    let profile = match profile {
+        Some(profile) => Just(profile).boxed(),
+        None => prop_oneof![
+            Just(ProviderProfile::Keyed),
+            Just(ProviderProfile::Lookup),
+            Just(ProviderProfile::Blind),
+        ]
+        .boxed(),
+    };
+    (
+        profile,
+        prop_oneof![3 => Just(0usize), 1 => Just(1), 1 => Just(2)],
+        prop_oneof![3 => Just(0u64), 1 => 1..=MAX_PROCESSING_DELAY_MS],
+    )
+        .prop_map(|(profile, retention, delay)| ProviderSetup {
+            profile,
+            retention: RETENTIONS[retention],
+            processing_delay: Duration::from_millis(delay),
+        })
+}
+
+fn network() -> impl Strategy<Value = NetworkSetup> {
+    (1..=MAX_LATENCY_MS, 0..=MAX_LATENCY_MS).prop_map(|(min, spread)| NetworkSetup {
+        min_latency: Duration::from_millis(min),
+        max_latency: Duration::from_millis((min + spread).min(MAX_LATENCY_MS)),
+    })
+}
+
+impl Case {
+    /// The same case made valid by construction, so that shrinking (which
+    /// deletes calls under the faults that name them) never yields a schedule
+    /// the validator refuses: an `after-call` past the last call fires after
+    /// the last call, and a blind provider remembers nothing, so has no retention.
+    pub fn normalized(mut self) -> Case {
+        let calls = self.calls.len().max(1) as u32;
+        for fault in &mut self.faults {
+            if let Fault::AdvanceClock {
+                after_call: Some(call),
+                ..
+            }
+            | Fault::Revoke {
+                after_call: Some(call),
+                ..
+            } = fault
+            {
+                *call = (*call).clamp(1, calls);
+            }
+        }
+        if self.provider.profile == ProviderProfile::Blind {
+            self.provider.retention = None;
+        }
+        self
+    }
+
+    /// The case as a scenario named `name` at `path`.
+    pub fn scenario(&self, name: &str, path: PathBuf, description: String) -> Scenario {
+        Scenario {
+            name: name.to_owned(),
+            path,
+            test: TestKind::Explored,
+            description,
+            provider: self.provider.clone(),
+            network: self.network,
+            workload: Workload {
+                tool: "send_reminder".into(),
+                subject_field: "invoice".into(),
+            },
+            calls: self.calls.clone(),
+            faults: self.faults.clone(),
+            expect: Expectations {
+                effects_per_operation: 1,
+                effects: Default::default(),
+                max_dispatches_per_operation: None,
+            },
+        }
+    }
+
+    /// Simpler neighbours, most promising first: each fault removed, each call
+    /// removed, then every value lowered to its simplest, then one step toward
+    /// it. A case none of whose neighbours still fails is 1-minimal.
+    pub fn simpler(&self) -> Vec<Case> {
+        let mut candidates = Vec::new();
+        for index in 0..self.faults.len() {
+            let mut case = self.clone();
+            case.faults.remove(index);
+            candidates.push(case);
+        }
+        if self.calls.len() > 1 {
+            for index in 0..self.calls.len() {
+                let mut case = self.clone();
+                case.calls.remove(index);
+                let removed = index as u32 + 1;
+                for fault in &mut case.faults {
+                    if let Fault::AdvanceClock {
+                        after_call: Some(call),
+                        ..
+                    }
+                    | Fault::Revoke {
+                        after_call: Some(call),
+                        ..
+                    } = fault
+                    {
+                        if *call > removed {
+                            *call -= 1;
+                        }
+                    }
+                }
+                candidates.push(case);
+            }
+        }
+        // Operations named in order of first use: "a", then "b".
+        let mut used: Vec<&str> = Vec::new();
+        for call in &self.calls {
+            if !used.contains(&call.operation.as_str()) {
+                used.push(&call.operation);
+            }
+        }
+        let mut renamed = self.clone();
+        for call in &mut renamed.calls {
+            let rank = used
+                .iter()
+                .position(|name| *name == call.operation)
+                .unwrap_or(0);
+            call.operation = OPERATIONS[rank].to_owned();
+        }
+        candidates.push(renamed);
+        for (index, fault) in self.faults.iter().enumerate() {
+            for simpler in simpler_fault(fault) {
+                let mut case = self.clone();
+                case.faults[index] = simpler;
+                candidates.push(case);
+            }
+        }
+        for (index, call) in self.calls.iter().enumerate() {
+            for simpler in simpler_call(call) {
+                let mut case = self.clone();
+                case.calls[index] = simpler;
+                candidates.push(case);
+            }
+        }
+        for provider in simpler_provider(&self.provider) {
+            let mut case = self.clone();
+            case.provider = provider;
+            candidates.push(case);
+        }
+        for network in simpler_network(&self.network) {
+            let mut case = self.clone();
+            case.network = network;
+            candidates.push(case);
+        }
+        let mut seen = vec![self.clone()];
+        candidates
+            .into_iter()
+            .map(Case::normalized)
+            .filter(|case| {
+                let new = !seen.contains(case);
+                if new {
+                    seen.push(case.clone());
+                }
+                new
+            })
+            .collect()
+    }
+}
+
+/// Toward `low`: `low` itself, halfway, one less.
+fn lower(value: u64, low: u64) -> Vec<u64> {
+    let mut steps = Vec::new();
+    for step in [
+        low,
+        low + (value - low.min(value)) / 2,
+        value.saturating_sub(1),
+    ] {
+        if step >= low && step < value && !steps.contains(&step) {
+            steps.push(step);
+        }
+    }
+    steps
+}
+
+fn lower_ms(value: Duration, low_ms: u64) -> Vec<Duration> {
+    lower(value.as_millis() as u64, low_ms)
+        .into_iter()
+        .map(Duration::from_millis)
+        .collect()
+}
+
+fn lower_u32(value: u32, low: u32) -> Vec<u32> {
+    lower(u64::from(value), u64::from(low))
+        .into_iter()
+        .map(|step| step as u32)
+        .collect()
+}
+
+fn simpler_fault(fault: &Fault) -> Vec<Fault> {
+    let mut simpler = Vec::new();
+    match *fault {
+        Fault::LoseRequest { nth, mode } => {
+            simpler.extend(
+                lower_u32(nth, 1)
+                    .into_iter()
+                    .map(|nth| Fault::LoseRequest { nth, mode }),
+            );
+            if mode == LossMode::Reset {
+                simpler.push(Fault::LoseRequest {
+                    nth,
+                    mode: LossMode::Hold,
+                });
+            }
+        }
+        Fault::LoseResponse { hop, nth, mode } => {
+            simpler.extend(
+                lower_u32(nth, 1)
+                    .into_iter()
+                    .map(|nth| Fault::LoseResponse { hop, nth, mode }),
+            );
+            if mode == LossMode::Reset {
+                simpler.push(Fault::LoseResponse {
+                    hop,
+                    nth,
+                    mode: LossMode::Hold,
+                });
+            }
+        }
+        Fault::Delay { hop, nth, by } => {
+            simpler.extend(
+                lower_u32(nth, 1)
+                    .into_iter()
+                    .map(|nth| Fault::Delay { hop, nth, by }),
+            );
+            simpler.extend(
+                lower_ms(by, 1)
+                    .into_iter()
+                    .map(|by| Fault::Delay { hop, nth, by }),
+            );
+        }
+        Fault::CrashTarget {
+            at,
+            nth,
+            restart_after,
+        } => {
+            simpler.extend(lower_u32(nth, 1).into_iter().map(|nth| Fault::CrashTarget {
+                at,
+                nth,
+                restart_after,
+            }));
+            simpler.extend(lower_ms(restart_after, 1).into_iter().map(|restart_after| {
+                Fault::CrashTarget {
+                    at,
+                    nth,
+                    restart_after,
+                }
+            }));
+        }
+        Fault::AdvanceClock {
+            by,
+            after_call,
+            after_commit,
+        } => {
+            let level = CLOCK_JUMPS.iter().position(|jump| *jump == by).unwrap_or(0);
+            simpler.extend(
+                lower(level as u64, 0)
+                    .into_iter()
+                    .map(|level| Fault::AdvanceClock {
+                        by: CLOCK_JUMPS[level as usize],
+                        after_call,
+                        after_commit,
+                    }),
+            );
+            for (after_call, after_commit) in simpler_trigger(after_call, after_commit) {
+                simpler.push(Fault::AdvanceClock {
+                    by,
+                    after_call,
+                    after_commit,
+                });
+            }
+        }
+        Fault::Revoke {
+            grant,
+            after_call,
+            after_commit,
+        } => {
+            for (after_call, after_commit) in simpler_trigger(after_call, after_commit) {
+                simpler.push(Fault::Revoke {
+                    grant,
+                    after_call,
+                    after_commit,
+                });
+            }
+        }
+    }
+    simpler
+}
+
+fn simpler_trigger(
+    after_call: Option<u32>,
+    after_commit: Option<u32>,
+) -> Vec<(Option<u32>, Option<u32>)> {
+    match (after_call, after_commit) {
+        (Some(call), None) => lower_u32(call, 1)
+            .into_iter()
+            .map(|call| (Some(call), None))
+            .collect(),
+        (None, Some(dispatch)) => lower_u32(dispatch, 1)
+            .into_iter()
+            .map(|dispatch| (None, Some(dispatch)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn simpler_call(call: &Call) -> Vec<Call> {
+    let mut simpler = Vec::new();
+    if call.operation != OPERATIONS[0] {
+        simpler.push(Call {
+            operation: OPERATIONS[0].to_owned(),
+            ..call.clone()
+        });
+    }
+    if call.payload != PayloadVariant::Original {
+        simpler.push(Call {
+            payload: PayloadVariant::Original,
+            ..call.clone()
+        });
+    }
+    for concurrency in lower_u32(call.concurrency, 1) {
+        simpler.push(Call {
+            concurrency,
+            ..call.clone()
+        });
+    }
+    for attempts in lower_u32(call.attempts, 1) {
+        simpler.push(Call {
+            attempts,
+            ..call.clone()
+        });
+    }
+    simpler
+}
+
+fn simpler_provider(provider: &ProviderSetup) -> Vec<ProviderSetup> {
+    let mut simpler = Vec::new();
+    for delay in lower_ms(provider.processing_delay, 0) {
+        simpler.push(ProviderSetup {
+            processing_delay: delay,
+            ..provider.clone()
+        });
+    }
+    if provider.profile != ProviderProfile::Blind && provider.retention != RETENTIONS[0] {
+        simpler.push(ProviderSetup {
+            retention: RETENTIONS[0],
+            ..provider.clone()
+        });
+    }
+    simpler
+}
+
+fn simpler_network(network: &NetworkSetup) -> Vec<NetworkSetup> {
+    let mut simpler = Vec::new();
+    for max in lower_ms(network.max_latency, network.min_latency.as_millis() as u64) {
+        simpler.push(NetworkSetup {
+            max_latency: max,
+            ..*network
+        });
+    }
+    for min in lower_ms(network.min_latency, 1) {
+        simpler.push(NetworkSetup {
+            min_latency: min,
+            ..*network
+        });
+    }
+    simpler
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, TestRunner};
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(Config::with_cases(300))]
+
+        /// Issue 5: every generated schedule is one the validator accepts, and
+        /// the file written for it reads back as the same schedule.
+        #[test]
+        fn every_case_is_a_valid_scenario_that_round_trips(case in cases(None)) {
+            let path = Path::new("reports/explored/case.toml");
+            let scenario = case.scenario("case", path.to_owned(), "a case".into());
+            let parsed = Scenario::parse(path, &scenario.to_toml());
+            prop_assert_eq!(parsed, Ok(scenario));
+        }
+
+        #[test]
+        fn simpler_neighbours_are_valid_too(case in cases(None)) {
+            let path = Path::new("reports/explored/case.toml");
+            for simpler in case.simpler() {
+                prop_assert_ne!(&simpler, &case);
+                let scenario = simpler.scenario("case", path.to_owned(), "a case".into());
+                prop_assert!(Scenario::parse(path, &scenario.to_toml()).is_ok());
+            }
+        }
+    }
+
+    #[test]
+    fn a_fixed_profile_is_kept() {
+        let mut runner = TestRunner::deterministic();
+        for _ in 0..50 {
+            let case = cases(Some(ProviderProfile::Lookup))
+                .new_tree(&mut runner)
+                .unwrap()
+                .current();
+            assert_eq!(case.provider.profile, ProviderProfile::Lookup);
+        }
+    }
+
+    #[test]
+    fn lowering_moves_toward_the_floor() {
+        assert_eq!(lower(10, 1), vec![1, 5, 9]);
+        assert_eq!(lower(2, 1), vec![1]);
+        assert!(lower(1, 1).is_empty());
+    }
+
+    #[test]
+    fn no_sum_of_clock_jumps_lands_on_a_retention_boundary() {
+        let boundaries_ms: Vec<u64> = [3_600u64, 86_400, 7 * 86_400]
+            .iter()
+            .map(|seconds| seconds * 1_000)
+            .collect();
+        let jumps: Vec<u64> = CLOCK_JUMPS
+            .iter()
+            .map(|jump| jump.as_millis() as u64)
+            .collect();
+        let mut sums = vec![0u64];
+        for _ in 0..MAX_FAULTS {
+            let next: Vec<u64> = sums
+                .iter()
+                .flat_map(|sum| jumps.iter().map(move |jump| sum + jump))
+                .collect();
+            sums.extend(next);
+        }
+        for sum in sums {
+            for boundary in &boundaries_ms {
+                assert!(
+                    sum.abs_diff(*boundary) > 60_000,
+                    "{sum} ms is near {boundary} ms"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,442 @@
+//! `chaos compare A.json B.json ...`: reports side by side, Hermitage-style
+//! (targets as columns, scenarios as rows, each cell pass or fail with its
+//! effects), and, for a target found in more than one report, what changed
+//! from one report to the next. A regression is a cell that went from pass to
+//! fail: the one thing a release gate must not let through.
+
+use std::collections::BTreeSet;
+use std::fmt::Write;
+use std::path::Path;
+
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{Cell, Color, ContentArrangement, Table};
+use serde::Serialize;
+
+use super::{verdict_label, CellSummary, Summary};
+use crate::check::Status;
+use crate::exit::Exit;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Comparison {
+    pub reports: Vec<ReportInfo>,
+    pub columns: Vec<Column>,
+    pub rows: Vec<Row>,
+    /// Every cell whose verdict differs between two reports of one target, in
+    /// the order the reports were given.
+    pub changes: Vec<Change>,
+    /// Things a reader should know before trusting a change (different seeds...).
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReportInfo {
+    pub label: String,
+    pub chaos_version: String,
+    pub transport: String,
+    pub seeds: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Column {
+    /// The target's name, with the report's label when two reports share it.
+    pub label: String,
+    pub target: String,
+    /// Index into `reports`.
+    pub report: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Row {
+    pub scenario: String,
+    /// One per column; `null` where that report did not run the scenario.
+    pub cells: Vec<Option<CompareCell>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CompareCell {
+    pub verdict: Status,
+    pub label: String,
+    pub effects_observed_max: u32,
+    pub effects_expected: u32,
+    pub seeds_not_passed: u64,
+    pub seeds_run: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChangeKind {
+    /// pass -> fail.
+    Regression,
+    /// fail -> pass.
+    Fix,
+    /// Any other change (to or from undecided).
+    Changed,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    pub kind: ChangeKind,
+    pub target: String,
+    pub scenario: String,
+    pub from_report: String,
+    pub to_report: String,
+    pub from: Status,
+    pub to: Status,
+    /// Why the later report's cell did not pass, and how to replay it.
+    pub reason: Option<String>,
+    pub rerun: Option<String>,
+}
+
+impl Comparison {
+    pub fn regressions(&self) -> impl Iterator<Item = &Change> {
+        self.changes
+            .iter()
+            .filter(|change| change.kind == ChangeKind::Regression)
+    }
+
+    /// 1 when any cell regressed, else 0.
+    pub fn exit(&self) -> Exit {
+        if self.regressions().next().is_some() {
+            Exit::InvariantViolated
+        } else {
+            Exit::Success
+        }
+    }
+}
+
+/// Short, distinct labels for report files: `base/report.json` is `base`,
+/// `main.json` is `main`; clashes fall back to the path as given.
+pub fn labels(paths: &[&Path]) -> Vec<String> {
+    let short = |path: &Path| {
+        let name = path.file_name().map(|name| name.to_string_lossy());
+        match (name.as_deref(), path.parent()) {
+            (Some("report.json"), Some(parent)) if !parent.as_os_str().is_empty() => {
+                parent.display().to_string()
+            }
+            _ => path.with_extension("").display().to_string(),
+        }
+    };
+    let shorts: Vec<String> = paths.iter().map(|path| short(path)).collect();
+    shorts
+        .iter()
+        .enumerate()
+        .map(|(index, label)| {
+            let clash = shorts.iter().filter(|other| *other == label).count() > 1;
+            if clash {
+                format!("{} (#{})", paths[index].display(), index + 1)
+            } else {
+                label.clone()
+            }
+        })
+        .collect()
+}
+
+/// Compares `reports`, each with its label, in the order given.
+pub fn compare(reports: &[(String, Summary)]) -> Comparison {
+    let infos: Vec<ReportInfo> = reports
+        .iter()
+        .map(|(label, summary)| ReportInfo {
+            label: label.clone(),
+            chaos_version: summary.chaos_version.clone(),
+            transport: summary.transport.clone(),
+            seeds: summary.seeds_label(),
+        })
+        .collect();
+
+    // A target's columns sit together, in report order, so a change reads
+    // left to right.
+    let mut targets: Vec<&str> = Vec::new();
+    for (_, summary) in reports {
+        for target in &summary.targets {
+            if !targets.contains(&target.name.as_str()) {
+                targets.push(&target.name);
+            }
+        }
+    }
+    let mut columns = Vec::new();
+    for target in targets {
+        for (report, (_, summary)) in reports.iter().enumerate() {
+            if summary.targets.iter().any(|meta| meta.name == target) {
+                columns.push(Column {
+                    label: target.to_owned(),
+                    target: target.to_owned(),
+                    report,
+                });
+            }
+        }
+    }
+    let shared: BTreeSet<String> = columns
+        .iter()
+        .filter(|column| {
+            columns
+                .iter()
+                .filter(|other| other.target == column.target)
+                .count()
+                > 1
+        })
+        .map(|column| column.target.clone())
+        .collect();
+    for column in &mut columns {
+        if shared.contains(&column.target) {
+            column.label = format!("{} @ {}", column.target, infos[column.report].label);
+        }
+    }
+
+    let mut scenarios: Vec<String> = Vec::new();
+    for (_, summary) in reports {
+        for scenario in &summary.scenarios {
+            if !scenarios.contains(&scenario.name) {
+                scenarios.push(scenario.name.clone());
+            }
+        }
+    }
+    let rows = scenarios
+        .iter()
+        .map(|scenario| Row {
+            scenario: scenario.clone(),
+            cells: columns
+                .iter()
+                .map(|column| {
+                    reports[column.report]
+                        .1
+                        .cell(scenario, &column.target)
+                        .map(compare_cell)
+                })
+                .collect(),
+        })
+        .collect();
+
+    let mut changes = Vec::new();
+    let mut notes = Vec::new();
+    for target in &shared {
+        let holding: Vec<usize> = (0..reports.len())
+            .filter(|&report| {
+                reports[report]
+                    .1
+                    .targets
+                    .iter()
+                    .any(|meta| &meta.name == target)
+            })
+            .collect();
+        for pair in holding.windows(2) {
+            let (before, after) = (&reports[pair[0]], &reports[pair[1]]);
+            if before.1.seeds != after.1.seeds {
+                let note = format!(
+                    "{} ran {}, {} ran {}; a pass on fewer seeds is weaker evidence",
+                    before.0,
+                    before.1.seeds_label(),
+                    after.0,
+                    after.1.seeds_label()
+                );
+                if !notes.contains(&note) {
+                    notes.push(note);
+                }
+            }
+            for scenario in &scenarios {
+                let (Some(from), Some(to)) = (
+                    before.1.cell(scenario, target),
+                    after.1.cell(scenario, target),
+                ) else {
+                    continue;
+                };
+                if from.verdict == to.verdict {
+                    continue;
+                }
+                let kind = match (from.verdict, to.verdict) {
+                    (Status::Pass, Status::Fail) => ChangeKind::Regression,
+                    (Status::Fail, Status::Pass) => ChangeKind::Fix,
+                    _ => ChangeKind::Changed,
+                };
+                changes.push(Change {
+                    kind,
+                    target: target.clone(),
+                    scenario: scenario.clone(),
+                    from_report: before.0.clone(),
+                    to_report: after.0.clone(),
+                    from: from.verdict,
+                    to: to.verdict,
+                    reason: to.reason.clone(),
+                    rerun: to.rerun.clone(),
+                });
+            }
+        }
+    }
+    Comparison {
+        reports: infos,
+        columns,
+        rows,
+        changes,
+        notes,
+    }
+}
+
+fn compare_cell(cell: &CellSummary) -> CompareCell {
+    CompareCell {
+        verdict: cell.verdict,
+        label: verdict_label(cell).to_owned(),
+        effects_observed_max: cell.effects_observed_max,
+        effects_expected: cell.effects_expected,
+        seeds_not_passed: cell.seeds_failed + cell.seeds_unknown,
+        seeds_run: cell.seeds_run,
+    }
+}
+
+/// The matrix and the changes, for a terminal.
+pub fn render_table(comparison: &Comparison, color: bool) -> String {
+    let mut table = Table::new();
+    table
+        .load_preset(UTF8_FULL_CONDENSED)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    if !color {
+        table.force_no_tty();
+    }
+    let mut header = vec![Cell::new("scenario")];
+    header.extend(
+        comparison
+            .columns
+            .iter()
+            .map(|column| Cell::new(&column.label)),
+    );
+    table.set_header(header);
+    for row in &comparison.rows {
+        let mut cells = vec![Cell::new(&row.scenario)];
+        for cell in &row.cells {
+            cells.push(match cell {
+                None => Cell::new("-"),
+                Some(cell) => {
+                    let text = format!(
+                        "{}\neffects {}/{}",
+                        cell.label, cell.effects_observed_max, cell.effects_expected
+                    );
+                    let rendered = Cell::new(text);
+                    if color {
+                        rendered.fg(match cell.verdict {
+                            Status::Pass => Color::Green,
+                            Status::Fail => Color::Red,
+                            Status::Unknown => Color::Yellow,
+                        })
+                    } else {
+                        rendered
+                    }
+                }
+            });
+        }
+        table.add_row(cells);
+    }
+    let mut out = format!("{table}\n");
+    out.push_str(&render_changes(comparison, false));
+    out
+}
+
+/// The matrix and the changes, for a pull-request comment.
+pub fn render_markdown(comparison: &Comparison) -> String {
+    let mut out = String::from("## chaos compare\n\n");
+    for report in &comparison.reports {
+        let _ = writeln!(
+            out,
+            "- **{}**: chaos {} · {} transport · {}",
+            report.label, report.chaos_version, report.transport, report.seeds
+        );
+    }
+    out.push_str("\n| scenario |");
+    for column in &comparison.columns {
+        let _ = write!(out, " {} |", column.label.replace('|', "\\|"));
+    }
+    out.push_str("\n|---|");
+    for _ in &comparison.columns {
+        out.push_str("---|");
+    }
+    out.push('\n');
+    for row in &comparison.rows {
+        let _ = write!(out, "| {} |", row.scenario);
+        for cell in &row.cells {
+            match cell {
+                None => out.push_str(" – |"),
+                Some(cell) => {
+                    let icon = match cell.verdict {
+                        Status::Pass => "✅",
+                        Status::Fail => "❌",
+                        Status::Unknown => "⚠️",
+                    };
+                    let _ = write!(
+                        out,
+                        " {icon} {} · effects {}/{} |",
+                        cell.label, cell.effects_observed_max, cell.effects_expected
+                    );
+                }
+            }
+        }
+        out.push('\n');
+    }
+    let changes = render_changes(comparison, true);
+    if !changes.is_empty() {
+        out.push('\n');
+        out.push_str(&changes);
+    }
+    out
+}
+
+fn render_changes(comparison: &Comparison, markdown: bool) -> String {
+    let mut out = String::new();
+    for note in &comparison.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    let shared = comparison
+        .columns
+        .iter()
+        .map(|column| &column.target)
+        .collect::<BTreeSet<_>>()
+        .len()
+        < comparison.columns.len();
+    if comparison.changes.is_empty() {
+        if shared {
+            out.push_str("no changes between the reports\n");
+        }
+        return out;
+    }
+    let regressions = comparison.regressions().count();
+    let heading = format!(
+        "{} change(s), {regressions} regression(s)",
+        comparison.changes.len()
+    );
+    if markdown {
+        let _ = writeln!(out, "### {heading}\n");
+    } else {
+        let _ = writeln!(out, "{heading}:");
+    }
+    for change in &comparison.changes {
+        let kind = match change.kind {
+            ChangeKind::Regression => "REGRESSION",
+            ChangeKind::Fix => "fixed",
+            ChangeKind::Changed => "changed",
+        };
+        let what = format!(
+            "{} x {}: {} in {} -> {} in {}",
+            change.scenario,
+            change.target,
+            change.from,
+            change.from_report,
+            change.to,
+            change.to_report
+        );
+        if markdown {
+            let _ = write!(out, "- **{kind}** {what}");
+            if let Some(reason) = &change.reason {
+                let _ = write!(out, "  \n  {reason}");
+            }
+            if let Some(rerun) = &change.rerun {
+                let _ = write!(out, "  \n  `{rerun}`");
+            }
+            out.push('\n');
+        } else {
+            let _ = writeln!(out, "{kind} {what}");
+            if let Some(reason) = &change.reason {
+                let _ = writeln!(out, "    {reason}");
+            }
+            if let Some(rerun) = &change.rerun {
+                let _ = writeln!(out, "    rerun: {rerun}");
+            }
+        }
+    }
+    out
+}

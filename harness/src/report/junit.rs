@@ -1,0 +1,82 @@
+//! `junit.xml` for CI: a test suite per target, a test case per (scenario,
+//! target). A failing cell is a `<failure>` whose message is the reason and
+//! the rerun command; an undecided one is an `<error>` (the harness could not
+//! judge it, which is not the target's failure). No timestamps or durations:
+//! the same run gives the same bytes.
+
+use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+
+use super::{verdict_label, CellSummary, Summary};
+use crate::check::Status;
+
+pub fn render(summary: &Summary) -> String {
+    let mut report = Report::new("chaos");
+    for target in &summary.targets {
+        let mut suite = TestSuite::new(target.name.as_str());
+        suite.add_property(Property::new("transport", summary.transport.as_str()));
+        suite.add_property(Property::new("seeds", summary.seeds_label()));
+        for cell in summary
+            .cells
+            .iter()
+            .filter(|cell| cell.target == target.name)
+        {
+            suite.add_test_case(test_case(cell));
+        }
+        report.add_test_suite(suite);
+    }
+    report
+        .to_string()
+        .expect("a report of plain strings always serialises")
+}
+
+fn test_case(cell: &CellSummary) -> TestCase {
+    let status = match cell.verdict {
+        Status::Pass => TestCaseStatus::success(),
+        Status::Fail | Status::Unknown => {
+            let kind = if cell.verdict == Status::Fail {
+                NonSuccessKind::Failure
+            } else {
+                NonSuccessKind::Error
+            };
+            let reason = cell.reason.as_deref().unwrap_or("no reason recorded");
+            let rerun = cell.rerun.as_deref().unwrap_or("-");
+            let mut status = TestCaseStatus::non_success(kind);
+            status
+                .set_message(format!("{reason} (rerun: {rerun})"))
+                .set_type(decisive_check(reason))
+                .set_description(format!(
+                    "{}: {} of {} seeds did not pass; effects {}/{} (most observed / allowed)\n{reason}\nrerun: {rerun}",
+                    verdict_label(cell),
+                    cell.seeds_failed + cell.seeds_unknown,
+                    cell.seeds_run,
+                    cell.effects_observed_max,
+                    cell.effects_expected,
+                ));
+            status
+        }
+    };
+    let mut case = TestCase::new(cell.scenario.as_str(), status);
+    case.set_classname(cell.target.as_str());
+    case.add_property(Property::new("seeds-run", cell.seeds_run.to_string()));
+    case.add_property(Property::new("seeds-failed", cell.seeds_failed.to_string()));
+    case.add_property(Property::new(
+        "seeds-undecided",
+        cell.seeds_unknown.to_string(),
+    ));
+    case.add_property(Property::new(
+        "effects",
+        format!("{}/{}", cell.effects_observed_max, cell.effects_expected),
+    ));
+    if let Some(seed) = cell.first_failing_seed.or(cell.first_undecided_seed) {
+        case.add_property(Property::new("first-failing-seed", seed.to_string()));
+    }
+    case
+}
+
+/// The check a reason starts with (`duplicate-effect: ...`), as the failure type.
+fn decisive_check(reason: &str) -> String {
+    reason
+        .split_once(':')
+        .map_or("invariant", |(check, _)| check)
+        .to_owned()
+}

@@ -1,0 +1,131 @@
+//! `summary.md`: the run as a pull-request comment. A headline, the matrix
+//! (a row per scenario, a column per target), then every cell that did not
+//! pass with its reason and the command that replays it. GitHub-flavoured
+//! Markdown; nothing machine-specific, so a fixed run renders the same bytes.
+
+use std::fmt::Write;
+
+use super::{verdict_label, CellSummary, Summary};
+use crate::check::Status;
+
+pub fn render(summary: &Summary) -> String {
+    let mut out = String::new();
+    let totals = summary.totals();
+    let headline = if totals.failed > 0 {
+        format!("❌ {} of {} cells failed", totals.failed, totals.cells)
+    } else if totals.undecided > 0 {
+        format!(
+            "⚠️ {} of {} cells could not be decided",
+            totals.undecided, totals.cells
+        )
+    } else {
+        format!("✅ all {} cells passed", totals.cells)
+    };
+    let _ = writeln!(out, "## chaos: {headline}\n");
+    let _ = writeln!(
+        out,
+        "chaos {} · {} transport · {} · {} scenario(s) × {} target(s){}\n",
+        summary.chaos_version,
+        summary.transport,
+        summary.seeds_label(),
+        summary.scenarios.len(),
+        summary.targets.len(),
+        match summary.payloads {
+            super::Payloads::Redacted => "",
+            super::Payloads::Included => " · payloads included",
+        }
+    );
+
+    out.push_str("| scenario |");
+    for target in &summary.targets {
+        let _ = write!(out, " {} |", escape(&target.name));
+    }
+    out.push_str("\n|---|");
+    for _ in &summary.targets {
+        out.push_str("---|");
+    }
+    out.push('\n');
+    for scenario in &summary.scenarios {
+        let _ = write!(out, "| {} |", escape(&scenario.name));
+        for target in &summary.targets {
+            match summary.cell(&scenario.name, &target.name) {
+                Some(cell) => {
+                    let _ = write!(out, " {} |", cell_text(cell));
+                }
+                None => out.push_str(" – |"),
+            }
+        }
+        out.push('\n');
+    }
+    out.push_str(
+        "\nEach cell: the verdict, `effects X/Y` (the most side effects any one operation had / the most allowed: `2/1` is a customer charged twice), and seeds that did not pass / seeds run.\n",
+    );
+
+    let failing: Vec<&CellSummary> = summary
+        .cells
+        .iter()
+        .filter(|cell| cell.verdict != Status::Pass)
+        .collect();
+    if !failing.is_empty() {
+        let _ = writeln!(out, "\n### Did not pass ({})\n", failing.len());
+        for cell in failing {
+            let seed = cell.first_failing_seed.or(cell.first_undecided_seed);
+            let _ = writeln!(
+                out,
+                "- **{} × {}** — {}{}: {}",
+                escape(&cell.scenario),
+                escape(&cell.target),
+                verdict_label(cell),
+                seed.map(|seed| format!(" (seed {seed})"))
+                    .unwrap_or_default(),
+                escape(cell.reason.as_deref().unwrap_or("no reason recorded")),
+            );
+            if let Some(rerun) = &cell.rerun {
+                let _ = writeln!(out, "  ```sh\n  {rerun}\n  ```");
+            }
+        }
+    }
+    out
+}
+
+fn cell_text(cell: &CellSummary) -> String {
+    let icon = match cell.verdict {
+        Status::Pass => "✅",
+        Status::Fail => "❌",
+        Status::Unknown => "⚠️",
+    };
+    format!(
+        "{icon} {} · effects {}/{} · {}/{} seeds",
+        verdict_label(cell),
+        cell.effects_observed_max,
+        cell.effects_expected,
+        cell.seeds_failed + cell.seeds_unknown,
+        cell.seeds_run
+    )
+}
+
+/// Keeps text from breaking the table or turning into markup.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for character in text.chars() {
+        match character {
+            '|' | '*' | '_' | '`' | '<' | '>' | '[' | ']' | '\\' => {
+                out.push('\\');
+                out.push(character);
+            }
+            '\n' => out.push(' '),
+            _ => out.push(character),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_keeps_pipes_inside_a_cell() {
+        assert_eq!(escape("a|b_c\nd"), "a\\|b\\_c d");
+    }
+}

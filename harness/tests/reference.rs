@@ -1,0 +1,117 @@
+//! `reports/reference/` is the checked-in comparison of the reference targets.
+//! This test runs the exact command `reports/README.md` documents (in a debug
+//! build, into a temporary folder) and fails when a checked-in file differs
+//! from what it writes. Guards issue #4, item 7.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The documented command's arguments after `--`, read from reports/README.md
+/// so the documentation and the test cannot drift apart.
+fn documented_arguments() -> (String, Vec<String>) {
+    let readme = std::fs::read_to_string(common::repo_root().join("reports/README.md"))
+        .expect("reports/README.md exists");
+    let line = readme
+        .lines()
+        .find(|line| line.starts_with("cargo run --release -p chaos -- run "))
+        .expect("reports/README.md documents the regeneration command")
+        .to_owned();
+    let arguments = line
+        .split_once(" -- ")
+        .expect("the command passes its arguments after --")
+        .1
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    (line, arguments)
+}
+
+/// Expands `scenarios/*.toml` as a shell would (sorted), and sends `--out`
+/// into `out`.
+fn expand(arguments: &[String], out: &Path) -> Vec<String> {
+    let mut expanded = Vec::new();
+    let mut arguments = arguments.iter();
+    while let Some(argument) = arguments.next() {
+        if argument == "scenarios/*.toml" {
+            let mut paths: Vec<String> = std::fs::read_dir(common::scenarios_dir())
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|name| name.ends_with(".toml"))
+                .map(|name| format!("scenarios/{name}"))
+                .collect();
+            paths.sort();
+            expanded.extend(paths);
+        } else if argument == "--out" {
+            let documented = arguments.next().expect("--out has a value");
+            assert_eq!(documented, "reports/reference");
+            expanded.push("--out".into());
+            expanded.push(out.display().to_string());
+        } else {
+            expanded.push(argument.clone());
+        }
+    }
+    expanded
+}
+
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|error| panic!("{}: {error}", dir.display()))
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn the_checked_in_reference_reports_are_fresh() {
+    let (command, arguments) = documented_arguments();
+    let out = common::temp_dir("reference");
+    let output = Command::new(env!("CARGO_BIN_EXE_chaos"))
+        .args(expand(&arguments, &out))
+        .current_dir(common::repo_root())
+        .output()
+        .expect("chaos runs");
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "the broken reference targets fail: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    let checked_in = common::repo_root().join("reports/reference");
+    let fresh: Vec<String> = files_in(&out)
+        .iter()
+        .map(|path| path.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let kept: Vec<String> = files_in(&checked_in)
+        .iter()
+        .map(|path| path.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        kept, fresh,
+        "reports/reference holds other files than the command writes; regenerate it with:\n    {command}"
+    );
+    for name in &fresh {
+        let expected = std::fs::read_to_string(out.join(name)).unwrap();
+        let actual = std::fs::read_to_string(checked_in.join(name)).unwrap();
+        if expected != actual {
+            let line = expected
+                .lines()
+                .zip(actual.lines())
+                .position(|(fresh, old)| fresh != old)
+                .map_or_else(
+                    || "its length".to_owned(),
+                    |index| format!("line {}", index + 1),
+                );
+            panic!(
+                "reports/reference/{name} is stale (first difference at {line}); regenerate it from the repository root with:\n    {command}"
+            );
+        }
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(checked_in.join("report.json")).unwrap())
+            .unwrap();
+    common::assert_valid_report(&report);
+}
