@@ -75,13 +75,18 @@ pub struct TargetMeta {
     pub name: String,
     pub summary: String,
     pub retention: Option<String>,
-    /// `sim` or `live`.
-    #[serde(default = "sim_transport")]
+    /// `sim` or `live`. Written only for live targets, so the reports of
+    /// simulated runs read as they always did.
+    #[serde(default = "sim_transport", skip_serializing_if = "is_sim")]
     pub transport: String,
 }
 
 fn sim_transport() -> String {
     "sim".into()
+}
+
+fn is_sim(transport: &str) -> bool {
+    transport == "sim"
 }
 
 impl TargetMeta {

@@ -136,27 +136,16 @@ impl<S: RecordStore> Ledger<S> {
         };
         let now = self.env.clock.now_ms();
 
-        // 3. The atomic claim. Within this process, only the attempt holding the
-        // operation's in-flight mark claims, dispatches or reconciles; across
-        // processes, the store's claim arbitrates.
+        // 3. The atomic claim: the store alone decides which attempt owns the
+        // operation, whether the others run in this process or in another one.
         let fresh = Record::pending(&scope.to_string(), &payload, now);
-        let working = self.try_enter(&scope);
-        let claim = match &working {
-            Some(_) => match self.forget_if_expired(&scope, now).await {
-                Ok(()) => self.store.claim(&scope, &fresh).await,
-                Err(error) => Err(error),
-            },
-            // Another attempt here works on this operation: read what it left,
-            // never claim beside it.
-            None => match self.store.load(&scope).await {
-                Ok(Some(existing)) => Ok(Claim::Taken(existing)),
-                Ok(None) => return in_flight(),
-                Err(error) => Err(error),
-            },
+        let claim = match self.forget_if_expired(&scope, now).await {
+            Ok(()) => self.store.claim(&scope, &fresh).await,
+            Err(error) => Err(error),
         };
         let existing = match claim {
             Ok(Claim::Won) => {
-                let _guard = working;
+                let _guard = self.enter(&scope);
                 return self.dispatch(tool, &scope, fresh).await;
             }
             Ok(Claim::Taken(existing)) => existing,
@@ -174,7 +163,7 @@ impl<S: RecordStore> Ledger<S> {
             RecordState::Succeeded { .. } | RecordState::Rejected { .. } => {
                 answer_from(tool, &existing)
             }
-            RecordState::Pending | RecordState::Unknown => match working {
+            RecordState::Pending | RecordState::Unknown => match self.try_enter(&scope) {
                 None => in_flight(),
                 Some(_guard) => self.reconcile(tool, &scope, existing).await,
             },
@@ -314,19 +303,33 @@ impl<S: RecordStore> Ledger<S> {
     /// Drops a record older than the retention: past it, the declared policy is
     /// that a retry is a new operation.
     ///
-    /// Only the attempt holding the operation's in-flight mark calls this: a
-    /// claim another attempt is still working on is live work, not history,
-    /// however old its clock says it is. Forgetting it would let a second
+    /// A claim this process is still working on is live work, not history,
+    /// however old its clock says it is: forgetting it would let a second
     /// claim dispatch beside it, and its worker would then overwrite that
     /// claim when it settles (found by `chaos explore`, issue 5: a clock jump
-    /// while a dispatch was in flight).
+    /// while a dispatch was in flight). The in-flight set is looked at again
+    /// after the read, right before the removal, because the read may wait on
+    /// a database while another attempt starts on the operation.
     async fn forget_if_expired(&self, scope: &Scope, now: u64) -> Result<(), StoreError> {
+        let worked_on = || lock(&self.in_flight).contains(scope);
+        if worked_on() {
+            return Ok(());
+        }
         if let Some(record) = self.store.load(scope).await? {
-            if now.saturating_sub(record.created_at_ms) >= millis(self.retention) {
+            let expired = now.saturating_sub(record.created_at_ms) >= millis(self.retention);
+            if expired && !worked_on() {
                 self.store.forget(scope, record.created_at_ms).await?;
             }
         }
         Ok(())
+    }
+
+    fn enter(&self, scope: &Scope) -> InFlight<'_, S> {
+        lock(&self.in_flight).insert(scope.clone());
+        InFlight {
+            ledger: self,
+            scope: scope.clone(),
+        }
     }
 
     fn try_enter(&self, scope: &Scope) -> Option<InFlight<'_, S>> {
