@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use chaos::exit::Exit;
-use chaos::explore::{self, progress::TerminalProgress, Stop};
+use chaos::explore::{self, Stop};
 use chaos::progress;
 use chaos::report::{
     self, compare, json, junit, markdown, merge, table, Format, Payloads, Summary,
@@ -362,7 +362,7 @@ fn run(args: RunArgs) -> Exit {
         }
     }
 
-    let bar = progress::Bar::on_stderr();
+    let bar = progress::Bar::on_stderr("trials", None);
     let observer: &dyn runner::Progress = match &bar {
         Some(bar) => bar,
         None => &(),
@@ -726,7 +726,7 @@ fn explore(args: ExploreArgs) -> Exit {
     let cancel = cancel_on_ctrl_c(
         "interrupted: a failure being shrunk is written as far as it got; nothing else is",
     );
-    let progress = TerminalProgress::new(args.cases);
+    let progress = progress::Bar::on_stderr("cases", Some(args.cases));
     let observer: &dyn explore::Observer = match &progress {
         Some(progress) => progress,
         None => &(),
