@@ -320,20 +320,8 @@ async fn drive(
         Started::Cancelled => return LiveRun::Cancelled,
         Started::Failed(why) => return LiveRun::NotRun { reason: why },
     };
-    let port: u16 = target_addr
-        .rsplit(':')
-        .next()
-        .and_then(|port| port.parse().ok())
-        .unwrap_or(0);
-    let exposed = exposed_listeners(port);
-    if !exposed.is_empty() {
-        return LiveRun::NotRun {
-            reason: format!(
-                "target '{}' listens on port {port} beyond 127.0.0.1 (kernel address {}): it must listen on CHAOS_LISTEN_ADDR ({target_addr}) only, or a test run would expose it to the network",
-                target.name,
-                exposed.join(", ")
-            ),
-        };
+    if let Some(reason) = exposure(target, &target_addr) {
+        return LiveRun::NotRun { reason };
     }
 
     let (gate, gate_open) = watch::channel(true);
@@ -382,6 +370,10 @@ async fn drive(
             match start(&launch, &target_addr, target, cancel).await {
                 Started::Ready(restarted) => {
                     process = restarted;
+                    if let Some(reason) = exposure(target, &target_addr) {
+                        error = Some(reason);
+                        break 'run;
+                    }
                     nemesis.record_at(timeline.now(), None, "target restarted".into());
                     gate.send_replace(true);
                 }
@@ -450,6 +442,19 @@ async fn drive(
         },
         info: target.info_with_retention(time.target_retention),
     }
+}
+
+/// Why the target cannot be run, if it listens on its port beyond 127.0.0.1.
+fn exposure(target: &TargetFile, target_addr: &str) -> Option<String> {
+    let port: u16 = target_addr.rsplit(':').next()?.parse().ok()?;
+    let exposed = exposed_listeners(port);
+    (!exposed.is_empty()).then(|| {
+        format!(
+            "target '{}' listens on port {port} beyond 127.0.0.1 (kernel address {}): it must listen on CHAOS_LISTEN_ADDR ({target_addr}) only, or a test run would expose it to the network",
+            target.name,
+            exposed.join(", ")
+        )
+    })
 }
 
 /// Serves `handler` on 127.0.0.1 on a port the OS picks; returns `host:port`.

@@ -88,6 +88,15 @@ impl Network for GatedNetwork {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn the_harness_listens_on_loopback_only() {
+        let listener = bind_loopback().await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        assert!(addr.ip().is_loopback(), "{addr}");
+        assert_eq!(exposed_listeners(addr.port()), Vec::<String>::new());
+        assert!(reserve_port().unwrap() > 0);
+    }
+
     #[test]
     fn a_wildcard_listener_is_found_and_loopback_is_not() {
         let table = "  sl  local_address rem_address   st tx_queue rx_queue\n\
