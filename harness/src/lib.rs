@@ -8,7 +8,7 @@
 //!     --render--> table | json | junit | markdown | html
 //! ```
 //!
-//! - [`scenario`]: strict TOML parsing and validation, [`fault`] the fault schedule as data;
+//! - [`scenario`]: strict TOML parsing and validation ([`input`]: file errors), [`fault`] the fault schedule as data;
 //!   [`target_file`]: the same for target files (how to run a live target);
 //! - [`plan`]: keys, subjects, payload bytes and timeouts of one trial;
 //! - [`sim`]: the deterministic turmoil simulation of one trial, driving the
@@ -33,6 +33,7 @@ pub mod exit;
 pub mod explore;
 pub mod fault;
 pub mod history;
+pub mod input;
 pub mod live;
 pub mod plan;
 pub mod progress;

@@ -4,7 +4,6 @@
 //! error names the file, the line, and what would have been accepted.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -13,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::fault::{Fault, Trigger};
+use crate::input::{self, FileError};
 
 /// Which of the six tests (or an explored schedule) a scenario belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -123,11 +123,7 @@ impl Scenario {
 
     /// Parses and validates `text` as the scenario at `path`.
     pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
-        let file: ScenarioFile = toml::from_str(text).map_err(|error| ScenarioError {
-            path: path.to_owned(),
-            location: error.span().map(|span| Location::of(text, span.start)),
-            message: error.message().to_owned(),
-        })?;
+        let file: ScenarioFile = input::parse(path, text)?;
         file.validate(path, text)
     }
 
@@ -186,53 +182,12 @@ impl Scenario {
 
     /// Reads, parses and validates the scenario file at `path`.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|error| ScenarioError {
-            path: path.to_owned(),
-            location: None,
-            message: format!("failed to read the scenario file: {error}"),
-        })?;
-        Scenario::parse(path, &text)
+        Scenario::parse(path, &input::read(path, "scenario file")?)
     }
 }
 
 /// A scenario that could not be used, with where and why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct ScenarioError {
-    pub path: PathBuf,
-    pub location: Option<Location>,
-    pub message: String,
-}
-
-impl fmt::Display for ScenarioError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.location {
-            Some(location) => write!(
-                f,
-                "{}:{}:{}: {}",
-                self.path.display(),
-                location.line,
-                location.column,
-                self.message.trim_end()
-            ),
-            None => write!(f, "{}: {}", self.path.display(), self.message.trim_end()),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Location {
-    pub line: usize,
-    pub column: usize,
-}
-
-impl Location {
-    pub(crate) fn of(text: &str, offset: usize) -> Location {
-        let before = &text[..offset.min(text.len())];
-        let line = before.matches('\n').count() + 1;
-        let column = before.len() - before.rfind('\n').map_or(0, |newline| newline + 1) + 1;
-        Location { line, column }
-    }
-}
+pub type ScenarioError = FileError;
 
 // ---- the file format -------------------------------------------------------
 
@@ -380,16 +335,9 @@ pub const MAX_CONCURRENCY: u32 = 32;
 
 impl ScenarioFile {
     fn validate(self, path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
-        let error_at = |span: std::ops::Range<usize>, message: String| ScenarioError {
-            path: path.to_owned(),
-            location: Some(Location::of(text, span.start)),
-            message,
-        };
-        let error = |message: String| ScenarioError {
-            path: path.to_owned(),
-            location: None,
-            message,
-        };
+        let errors = input::Errors { path, text };
+        let error_at = |span, message| errors.at(span, message);
+        let error = |message| errors.whole(message);
 
         let name = path
             .file_stem()

@@ -5,7 +5,7 @@
 //! ```toml
 //! name = "postgres-ledger"            # optional: defaults to the directory's name
 //! summary = "the ledger on PostgreSQL"
-//! build = ["cargo", "build", "--quiet", "--package", "target-postgres-ledger"]
+//! build = ["cargo", "build", "--quiet", "--workspace", "--bins"]
 //! command = ["../../target/debug/postgres-ledger"]
 //! workdir = "."                       # optional: relative to this file
 //! ready-timeout = "10s"               # optional: GET /healthz must answer 200 by then
@@ -23,7 +23,6 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -32,7 +31,7 @@ use chaos_kit::target::TargetInfo;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::scenario::Location;
+use crate::input::{self, FileError};
 
 /// The file name of a directory's main target file; variants (weakened modes)
 /// sit beside it as `<variant>.target.toml`.
@@ -79,20 +78,11 @@ pub enum AfterRetention {
 impl TargetFile {
     /// Reads, parses and validates the target file at `path`.
     pub fn load(path: &Path) -> Result<TargetFile, TargetFileError> {
-        let text = std::fs::read_to_string(path).map_err(|error| TargetFileError {
-            path: path.to_owned(),
-            location: None,
-            message: format!("failed to read the target file: {error}"),
-        })?;
-        TargetFile::parse(path, &text)
+        TargetFile::parse(path, &input::read(path, "target file")?)
     }
 
     pub fn parse(path: &Path, text: &str) -> Result<TargetFile, TargetFileError> {
-        let file: File = toml::from_str(text).map_err(|error| TargetFileError {
-            path: path.to_owned(),
-            location: error.span().map(|span| Location::of(text, span.start)),
-            message: error.message().to_owned(),
-        })?;
+        let file: File = input::parse(path, text)?;
         file.validate(path, text)
     }
 
@@ -138,28 +128,7 @@ pub fn discover(dir: &Path) -> Vec<Result<TargetFile, TargetFileError>> {
 }
 
 /// A target file that could not be used, with where and why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub struct TargetFileError {
-    pub path: PathBuf,
-    pub location: Option<Location>,
-    pub message: String,
-}
-
-impl fmt::Display for TargetFileError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.location {
-            Some(location) => write!(
-                f,
-                "{}:{}:{}: {}",
-                self.path.display(),
-                location.line,
-                location.column,
-                self.message.trim_end()
-            ),
-            None => write!(f, "{}: {}", self.path.display(), self.message.trim_end()),
-        }
-    }
-}
+pub type TargetFileError = FileError;
 
 // ---- the file format -------------------------------------------------------
 
@@ -208,16 +177,9 @@ const RESERVED_PREFIX: &str = "CHAOS_";
 
 impl File {
     fn validate(self, path: &Path, text: &str) -> Result<TargetFile, TargetFileError> {
-        let error_at = |span: std::ops::Range<usize>, message: String| TargetFileError {
-            path: path.to_owned(),
-            location: Some(Location::of(text, span.start)),
-            message,
-        };
-        let error = |message: String| TargetFileError {
-            path: path.to_owned(),
-            location: None,
-            message,
-        };
+        let errors = input::Errors { path, text };
+        let error_at = |span, message| errors.at(span, message);
+        let error = |message| errors.whole(message);
 
         let directory = path.parent().unwrap_or(Path::new("."));
         let name = match self.name {

@@ -175,6 +175,33 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// Parses a reference target's only flag, `[--weak NAME]`, which switches on a
+/// deliberately weakened mode (`names` lists the valid ones, `parse` maps one).
+pub fn weak_flag<W>(
+    program: &str,
+    mut args: impl Iterator<Item = String>,
+    names: &[&str],
+    parse: impl Fn(&str) -> Option<W>,
+) -> Result<Option<W>, String> {
+    let mut weakness = None;
+    while let Some(arg) = args.next() {
+        if arg != "--weak" {
+            return Err(format!(
+                "unknown argument '{arg}'. Usage: {program} [--weak {}]",
+                names.join("|")
+            ));
+        }
+        let name = args.next().ok_or("--weak needs a name")?;
+        weakness = Some(parse(&name).ok_or_else(|| {
+            format!(
+                "unknown weakness '{name}'. Choose from: {}",
+                names.join(", ")
+            )
+        })?);
+    }
+    Ok(weakness)
+}
+
 /// The `main` of a Rust target binary: reads the `CHAOS_*` environment, starts
 /// a runtime and runs `serve` to its end. Every failure is one line on stderr
 /// (the harness quotes the tail of stderr when a target dies) and a non-zero exit.
@@ -213,6 +240,30 @@ where
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn the_weak_flag_names_the_choices() {
+        let parse = |name: &str| (name == "race").then_some(1);
+        let args = |list: &[&str]| {
+            list.iter()
+                .map(|arg| arg.to_string())
+                .collect::<Vec<_>>()
+                .into_iter()
+        };
+        assert_eq!(weak_flag("t", args(&[]), &["race"], parse), Ok(None));
+        assert_eq!(
+            weak_flag("t", args(&["--weak", "race"]), &["race"], parse),
+            Ok(Some(1))
+        );
+        assert_eq!(
+            weak_flag("t", args(&["--weak", "rcae"]), &["race"], parse),
+            Err("unknown weakness 'rcae'. Choose from: race".into())
+        );
+        assert_eq!(
+            weak_flag("t", args(&["--fast"]), &["race"], parse),
+            Err("unknown argument '--fast'. Usage: t [--weak race]".into())
+        );
+    }
 
     fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: BTreeMap<String, String> = pairs

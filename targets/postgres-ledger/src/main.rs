@@ -8,7 +8,12 @@ use target_postgres_ledger::{PgStore, Weakness};
 const DEFAULT_DATABASE_URL: &str = "postgresql://postgres@127.0.0.1:5432/test";
 
 fn main() -> std::process::ExitCode {
-    let weakness = match parse_args(std::env::args().skip(1)) {
+    let weakness = match process::weak_flag(
+        "postgres-ledger",
+        std::env::args().skip(1),
+        &Weakness::NAMES,
+        Weakness::parse,
+    ) {
         Ok(weakness) => weakness,
         Err(message) => {
             eprintln!("postgres-ledger: {message}");
@@ -32,28 +37,4 @@ fn main() -> std::process::ExitCode {
         .await?;
         Ok(())
     })
-}
-
-fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Option<Weakness>, String> {
-    let mut weakness = None;
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--weak" => {
-                let name = args.next().ok_or("--weak needs a name")?;
-                weakness = Some(Weakness::parse(&name).ok_or_else(|| {
-                    format!(
-                        "unknown weakness '{name}'. Choose from: {}",
-                        Weakness::NAMES.join(", ")
-                    )
-                })?);
-            }
-            other => {
-                return Err(format!(
-                    "unknown argument '{other}'. Usage: postgres-ledger [--weak {}]",
-                    Weakness::NAMES.join("|")
-                ))
-            }
-        }
-    }
-    Ok(weakness)
 }
