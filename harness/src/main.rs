@@ -346,21 +346,9 @@ fn run(args: RunArgs) -> Exit {
         ),
     );
 
-    let cancel = Arc::new(AtomicBool::new(false));
-    {
-        let cancel = cancel.clone();
-        let handler = ctrlc::set_handler(move || {
-            if cancel.swap(true, Ordering::SeqCst) {
-                // A second Ctrl-C: the user means it. Live targets go first.
-                chaos::live::end_all_targets();
-                std::process::exit(i32::from(Exit::Interrupted.code()));
-            }
-            eprintln!("\ninterrupted: finishing the trials in flight; no report will be written (Ctrl-C again to quit now)");
-        });
-        if let Err(error) = handler {
-            eprintln!("warning: Ctrl-C will not stop the run cleanly: {error}");
-        }
-    }
+    let cancel = cancel_on_ctrl_c(
+        "interrupted: stopping (simulated trials in flight finish, live targets are ended); no report will be written",
+    );
 
     let bar = progress::Bar::on_stderr("trials", None);
     let observer: &dyn runner::Progress = match &bar {
@@ -677,12 +665,15 @@ fn parse_profile(text: &str) -> Result<ProviderProfile, String> {
     })
 }
 
-/// Sets the returned flag on Ctrl-C; a second Ctrl-C exits at once.
+/// Sets the returned flag on Ctrl-C; a second Ctrl-C ends every live target
+/// and exits at once.
 fn cancel_on_ctrl_c(message: &'static str) -> Arc<AtomicBool> {
     let cancel = Arc::new(AtomicBool::new(false));
     let flag = cancel.clone();
     let handler = ctrlc::set_handler(move || {
         if flag.swap(true, Ordering::SeqCst) {
+            // The user means it. Live targets go first: no orphans.
+            chaos::live::end_all_targets();
             std::process::exit(i32::from(Exit::Interrupted.code()));
         }
         eprintln!("\n{message} (Ctrl-C again to quit now)");
