@@ -33,12 +33,10 @@ use tokio::sync::watch;
 use crate::check::{self, Check, Liveness, Status, Verdict};
 use crate::fault::Fault;
 use crate::history::{AttemptEnd, History, RunOutput};
-use crate::plan::{Timing, Trial, ACTOR, TENANT};
+use crate::plan::{Timing, Trial};
 use crate::roles::agent::{self, AgentEnv, Script, StatusMapping};
-use crate::roles::authority::Authority;
 use crate::roles::clock::{HarnessClock, RealTimeline, Timeline};
-use crate::roles::nemesis::Nemesis;
-use crate::roles::provider::{Provider, ProviderConfig};
+use crate::roles::Cast;
 use crate::scenario::Scenario;
 use crate::target_file::TargetFile;
 use net::{bind_loopback, exposed_listeners, reserve_port, GatedNetwork, LOOPBACK};
@@ -253,31 +251,17 @@ async fn drive(
 
     let timeline: Arc<dyn Timeline> = Arc::new(RealTimeline::start());
     let clock = Arc::new(HarnessClock::system());
-    let authority = Arc::new(Authority::new(timeline.clone()));
-    authority.grant(&trial.token, ACTOR, TENANT, &trial.scope());
-    let nemesis = Arc::new(
-        Nemesis::new(
-            scenario.faults.clone(),
-            timeline.clone(),
-            clock.clone(),
-            authority.clone(),
-            trial.token.clone(),
-            scenario.workload.tool.clone(),
-        )
-        .wait_out_clock_jumps(time.clock_waits.clone()),
-    );
-    let provider = Arc::new(Provider::new(
-        ProviderConfig {
-            profile: scenario.provider.profile,
-            retention: time.provider_retention,
-            processing_delay: scenario.provider.processing_delay,
-            subject_field: scenario.workload.subject_field.clone(),
-            hold: timing.hold,
-        },
-        clock.clone(),
+    let Cast {
+        authority,
+        nemesis,
+        provider,
+    } = Cast::new(
+        trial,
         timeline.clone(),
-        nemesis.clone(),
-    ));
+        clock.clone(),
+        time.provider_retention,
+        time.clock_waits.clone(),
+    );
 
     // The harness's servers: on 127.0.0.1 only, until `stop` is dropped.
     let (stop, stopped) = watch::channel(());

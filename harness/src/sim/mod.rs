@@ -20,12 +20,11 @@ use chaos_kit::protocol::ProviderContract;
 use chaos_kit::TargetEnv;
 
 use crate::history::{History, Ms, RunOutput};
-use crate::plan::{Trial, ACTOR, TENANT};
+use crate::plan::Trial;
 use crate::roles::agent::{self, AgentEnv, Script, StatusMapping};
-use crate::roles::authority::Authority;
 use crate::roles::clock::{HarnessClock, Timeline};
 use crate::roles::nemesis::Nemesis;
-use crate::roles::provider::{Provider, ProviderConfig};
+use crate::roles::Cast;
 use crate::targets::ReferenceTarget;
 use net::{SimListener, SimNetwork, SimTimeline};
 
@@ -48,28 +47,17 @@ pub fn simulate(trial: &Trial<'_>, target: &ReferenceTarget) -> RunOutput {
     let timeline: Arc<dyn Timeline> = Arc::new(SimTimeline);
     let clock = Arc::new(HarnessClock::on_timeline(EPOCH_MS, timeline.clone()));
 
-    let authority = Arc::new(Authority::new(timeline.clone()));
-    authority.grant(&trial.token, ACTOR, TENANT, &trial.scope());
-    let nemesis = Arc::new(Nemesis::new(
-        scenario.faults.clone(),
+    let Cast {
+        authority,
+        nemesis,
+        provider,
+    } = Cast::new(
+        trial,
         timeline.clone(),
         clock.clone(),
-        authority.clone(),
-        trial.token.clone(),
-        scenario.workload.tool.clone(),
-    ));
-    let provider = Arc::new(Provider::new(
-        ProviderConfig {
-            profile: scenario.provider.profile,
-            retention: scenario.provider.retention,
-            processing_delay: scenario.provider.processing_delay,
-            subject_field: scenario.workload.subject_field.clone(),
-            hold: timing.hold,
-        },
-        clock.clone(),
-        timeline.clone(),
-        nemesis.clone(),
-    ));
+        scenario.provider.retention,
+        Default::default(),
+    );
 
     let mut sim = turmoil::Builder::new()
         .rng_seed(trial.seed)
