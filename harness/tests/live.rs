@@ -146,6 +146,34 @@ fn postgres_without_the_unique_constraint_is_caught_at_concurrent_attempts() {
 }
 
 #[test]
+fn a_file_ledger_that_ignores_the_payload_is_caught_at_changed_payload() {
+    let summary = run(
+        &[
+            "changed-payload",
+            "changed-payload-equivalent",
+            "lost-response-keyed",
+        ],
+        &target("ledger/ignore-payload.target.toml"),
+        2,
+    );
+    assert_caught(
+        &summary,
+        "changed-payload",
+        &[Check::ReplayForChangedPayload],
+    );
+    let cell = summary
+        .cell("changed-payload", "file-ledger-ignore-payload")
+        .unwrap();
+    assert_eq!(
+        cell.seeds_failed, 2,
+        "the weakness is deterministic: every seed"
+    );
+    // An equal payload, reordered, was never the problem.
+    assert_passes(&summary, "changed-payload-equivalent");
+    assert_passes(&summary, "lost-response-keyed");
+}
+
+#[test]
 fn redis_with_the_providers_ttl_is_caught_at_expired_history() {
     let summary = run(
         &["expired-history", "concurrent-attempts", "worker-restart"],

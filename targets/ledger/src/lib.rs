@@ -26,7 +26,7 @@
 mod record;
 pub mod store;
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -54,12 +54,34 @@ pub fn info() -> TargetInfo {
     }
 }
 
+/// How a ledger process is set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// How long an operation is remembered; past it a retry is a new operation.
+    pub retention: Duration,
+    /// Deliberately weakened (`file-ledger --weak ignore-payload`): a key
+    /// reused with another payload is answered from the stored record instead
+    /// of with `conflict`, as many idempotency middlewares do. The agent gets
+    /// the old result for arguments that were never approved.
+    pub ignore_payload: bool,
+}
+
+impl Options {
+    pub fn new(retention: Duration) -> Options {
+        Options {
+            retention,
+            ignore_payload: false,
+        }
+    }
+}
+
 struct Ledger<S> {
     env: TargetEnv,
     store: S,
     retention: Duration,
-    /// Scopes with an attempt being worked on by this process right now.
-    in_flight: Mutex<BTreeSet<Scope>>,
+    ignore_payload: bool,
+    /// What the attempts in this process are doing with each operation now.
+    at_work: Mutex<BTreeMap<Scope, Work>>,
 }
 
 /// Serves the ledger with its records on the environment's disk, keeping them
@@ -70,22 +92,23 @@ pub async fn serve(
     env: TargetEnv,
 ) -> io::Result<()> {
     let store = DiskStore::new(env.disk.clone());
-    serve_with(listener, shutdown, env, store, RETENTION).await
+    serve_with(listener, shutdown, env, store, Options::new(RETENTION)).await
 }
 
-/// Serves the ledger over any record store, remembering operations for `retention`.
+/// Serves the ledger over any record store.
 pub async fn serve_with<S: RecordStore>(
     listener: impl Listener,
     shutdown: impl std::future::Future<Output = ()>,
     env: TargetEnv,
     store: S,
-    retention: Duration,
+    options: Options,
 ) -> io::Result<()> {
     let ledger = Arc::new(Ledger {
         env,
         store,
-        retention,
-        in_flight: Mutex::new(BTreeSet::new()),
+        retention: options.retention,
+        ignore_payload: options.ignore_payload,
+        at_work: Mutex::new(BTreeMap::new()),
     });
     http::serve(
         listener,
@@ -136,16 +159,17 @@ impl<S: RecordStore> Ledger<S> {
         };
         let now = self.env.clock.now_ms();
 
-        // 3. The atomic claim: the store alone decides which attempt owns the
-        // operation, whether the others run in this process or in another one.
+        // 3. The atomic claim: the store alone decides which attempt creates the
+        // record, whether the others run in this process or in another one.
         let fresh = Record::pending(&scope.to_string(), &payload, now);
+        let mut attempt = self.begin(&scope);
         let claim = match self.forget_if_expired(&scope, now).await {
             Ok(()) => self.store.claim(&scope, &fresh).await,
             Err(error) => Err(error),
         };
         let existing = match claim {
             Ok(Claim::Won) => {
-                let _guard = self.enter(&scope);
+                attempt.won();
                 return self.dispatch(tool, &scope, fresh).await;
             }
             Ok(Claim::Taken(existing)) => existing,
@@ -155,19 +179,49 @@ impl<S: RecordStore> Ledger<S> {
                 ))
             }
         };
-        if existing.fingerprint != fresh.fingerprint {
-            return AnswerBody::outcome(Outcome::Conflict)
-                .with_reason("this Idempotency-Key was used with a different payload");
+        if let Some(conflict) = self.payload_conflict(&existing, &fresh) {
+            return conflict;
         }
         match &existing.state {
             RecordState::Succeeded { .. } | RecordState::Rejected { .. } => {
                 answer_from(tool, &existing)
             }
-            RecordState::Pending | RecordState::Unknown => match self.try_enter(&scope) {
-                None => in_flight(),
-                Some(_guard) => self.reconcile(tool, &scope, existing).await,
-            },
+            RecordState::Pending | RecordState::Unknown => {
+                if !attempt.take_over() {
+                    return in_flight();
+                }
+                // Nobody here is working on it: its worker died (or lost the
+                // provider's answer), so learn what became of it. Read it again:
+                // the copy from the claim may predate a settle by an attempt of
+                // this process that has finished since.
+                match self.store.load(&scope).await {
+                    Ok(Some(current))
+                        if current.created_at_ms == existing.created_at_ms
+                            && current.state.is_open() =>
+                    {
+                        self.reconcile(tool, &scope, current).await
+                    }
+                    Ok(Some(current)) if current.created_at_ms == existing.created_at_ms => {
+                        answer_from(tool, &current)
+                    }
+                    Ok(_) => unknown(
+                        "the operation's record changed under this attempt; retry to learn its outcome",
+                    ),
+                    Err(error) => unknown(&format!(
+                        "the record store failed ({error}); nothing was done"
+                    )),
+                }
+            }
         }
+    }
+
+    /// `conflict` when the key was first used with another payload (unless the
+    /// ledger was weakened to ignore payloads).
+    fn payload_conflict(&self, existing: &Record, fresh: &Record) -> Option<AnswerBody> {
+        (existing.fingerprint != fresh.fingerprint && !self.ignore_payload).then(|| {
+            AnswerBody::outcome(Outcome::Conflict)
+                .with_reason("this Idempotency-Key was used with a different payload")
+        })
     }
 
     /// Step 4: dispatch under the scope's downstream key and record what came back.
@@ -307,11 +361,15 @@ impl<S: RecordStore> Ledger<S> {
     /// however old its clock says it is: forgetting it would let a second
     /// claim dispatch beside it, and its worker would then overwrite that
     /// claim when it settles (found by `chaos explore`, issue 5: a clock jump
-    /// while a dispatch was in flight). The in-flight set is looked at again
+    /// while a dispatch was in flight). Who works on it is looked at again
     /// after the read, right before the removal, because the read may wait on
-    /// a database while another attempt starts on the operation.
+    /// a database while another attempt takes the operation over.
     async fn forget_if_expired(&self, scope: &Scope, now: u64) -> Result<(), StoreError> {
-        let worked_on = || lock(&self.in_flight).contains(scope);
+        let worked_on = || {
+            lock(&self.at_work)
+                .get(scope)
+                .is_some_and(|work| work.owners > 0)
+        };
         if worked_on() {
             return Ok(());
         }
@@ -324,34 +382,96 @@ impl<S: RecordStore> Ledger<S> {
         Ok(())
     }
 
-    fn enter(&self, scope: &Scope) -> InFlight<'_, S> {
-        lock(&self.in_flight).insert(scope.clone());
-        InFlight {
+    /// Counts an attempt as claiming `scope` until it learns how its claim went.
+    fn begin(&self, scope: &Scope) -> Attempt<'_, S> {
+        lock(&self.at_work)
+            .entry(scope.clone())
+            .or_default()
+            .claiming += 1;
+        Attempt {
             ledger: self,
             scope: scope.clone(),
+            role: Role::Claiming,
         }
-    }
-
-    fn try_enter(&self, scope: &Scope) -> Option<InFlight<'_, S>> {
-        if !lock(&self.in_flight).insert(scope.clone()) {
-            return None;
-        }
-        Some(InFlight {
-            ledger: self,
-            scope: scope.clone(),
-        })
     }
 }
 
-/// Marks a scope as worked on by this process until dropped.
-struct InFlight<'a, S> {
+/// What this process's attempts are doing with one operation.
+///
+/// A `pending` record tells no one whether its worker is alive; inside one
+/// process, this does. An open record is taken over (reconciled) only when no
+/// attempt here owns it and none is still waiting on a claim: a claim that
+/// was won may not be durable yet, and until it is its winner is not an owner.
+/// Counting the claimers closes that gap, in which a second attempt once took a
+/// fresh claim for a dead worker's, found nothing at the provider and
+/// dispatched beside the winner (stop 6's CI run: `file-ledger`, whose claim
+/// waits for an fsync, at concurrent-attempts).
+///
+/// Every attempt still goes to the store for its claim, so the store stays the
+/// arbiter between attempts, here and in any other worker: a store that fails
+/// to arbitrate (`postgres-ledger --weak check-then-insert`) shows as two
+/// winners, both of which dispatch.
+#[derive(Debug, Default)]
+struct Work {
+    /// Attempts that asked the store for the claim and have not acted on its answer.
+    claiming: usize,
+    /// Attempts dispatching or reconciling: one, unless the store let two win.
+    owners: usize,
+}
+
+enum Role {
+    Claiming,
+    Owner,
+    Done,
+}
+
+/// One attempt's part in [`Work`], withdrawn when dropped.
+struct Attempt<'a, S> {
     ledger: &'a Ledger<S>,
     scope: Scope,
+    role: Role,
 }
 
-impl<S> Drop for InFlight<'_, S> {
+impl<S> Attempt<'_, S> {
+    /// The claim was won: this attempt created the record and dispatches.
+    fn won(&mut self) {
+        let mut at_work = lock(&self.ledger.at_work);
+        let work = at_work.entry(self.scope.clone()).or_default();
+        work.claiming -= 1;
+        work.owners += 1;
+        self.role = Role::Owner;
+    }
+
+    /// The record was there, still open: this attempt takes it over only if
+    /// nobody else here owns it or may have just created it.
+    fn take_over(&mut self) -> bool {
+        let mut at_work = lock(&self.ledger.at_work);
+        let work = at_work.entry(self.scope.clone()).or_default();
+        work.claiming -= 1;
+        if work.owners == 0 && work.claiming == 0 {
+            work.owners += 1;
+            self.role = Role::Owner;
+            true
+        } else {
+            self.role = Role::Done;
+            false
+        }
+    }
+}
+
+impl<S> Drop for Attempt<'_, S> {
     fn drop(&mut self) {
-        lock(&self.ledger.in_flight).remove(&self.scope);
+        let mut at_work = lock(&self.ledger.at_work);
+        if let Some(work) = at_work.get_mut(&self.scope) {
+            match self.role {
+                Role::Claiming => work.claiming -= 1,
+                Role::Owner => work.owners -= 1,
+                Role::Done => {}
+            }
+            if work.claiming == 0 && work.owners == 0 {
+                at_work.remove(&self.scope);
+            }
+        }
     }
 }
 

@@ -1,5 +1,6 @@
-//! `file-ledger`: the ledger as a real process, its records in a directory of
-//! fsynced files (one per operation), so a SIGKILL loses only what was in memory.
+//! `file-ledger [--weak ignore-payload]`: the ledger as a real process, its
+//! records in a directory of fsynced files (one per operation), so a SIGKILL
+//! loses only what was in memory.
 //!
 //! Started by chaos (see `target.toml` beside this crate) with the `CHAOS_*`
 //! environment; the state lives in `CHAOS_STATE_DIR`, or `./ledger-state` when
@@ -11,8 +12,23 @@ use chaos_kit::disk::FileDisk;
 use chaos_kit::process::{self, ProcessEnv};
 use target_ledger::DiskStore;
 
+/// The deliberately weakened modes this binary offers.
+const WEAKNESSES: [&str; 1] = ["ignore-payload"];
+
 fn main() -> std::process::ExitCode {
-    process::run("file-ledger", |env: ProcessEnv| async move {
+    let ignore_payload = match process::weak_flag(
+        "file-ledger",
+        std::env::args().skip(1),
+        &WEAKNESSES,
+        |name| (name == "ignore-payload").then_some(()),
+    ) {
+        Ok(weakness) => weakness.is_some(),
+        Err(message) => {
+            eprintln!("file-ledger: {message}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    process::run("file-ledger", move |env: ProcessEnv| async move {
         let dir = env
             .state_dir
             .clone()
@@ -31,7 +47,10 @@ fn main() -> std::process::ExitCode {
             process::shutdown_signal(),
             target_env,
             DiskStore::new(disk),
-            retention,
+            target_ledger::Options {
+                retention,
+                ignore_payload,
+            },
         )
         .await?;
         Ok(())

@@ -33,7 +33,7 @@ fn main() -> std::process::ExitCode {
             process::shutdown_signal(),
             target_env,
             store,
-            retention,
+            target_ledger::Options::new(retention),
         )
         .await?;
         Ok(())
