@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::sync::atomic::AtomicBool;
 
 use chaos::check::{Check, Status};
@@ -101,11 +100,7 @@ fn every_target_is_caught_exactly_where_it_is_weak() {
                     ));
                 }
                 for failure in &cell.failures {
-                    let found: BTreeSet<Check> = failure
-                        .findings
-                        .iter()
-                        .map(|finding| finding.check)
-                        .collect();
+                    let found = failure.checks();
                     if !checks.iter().any(|check| found.contains(check)) {
                         problems.push(format!(
                             "{} x {} seed {}: expected one of {:?}, found {:?}",

@@ -6,32 +6,19 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
+/// Runs `chaos args... --out out`.
 fn chaos(args: &[&str], out: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_chaos"))
+    common::chaos_command()
         .args(args)
         .arg("--out")
         .arg(out)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
         .output()
         .expect("chaos runs")
 }
 
-fn text(output: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("chaos-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
 #[test]
 fn a_passing_run_exits_0_and_prints_the_seeds_first() {
-    let out = temp_dir("pass");
+    let out = common::fresh_path("pass");
     let output = chaos(
         &[
             "run",
@@ -43,7 +30,7 @@ fn a_passing_run_exits_0_and_prints_the_seeds_first() {
         ],
         &out,
     );
-    let (stdout, stderr) = text(&output);
+    let (stdout, stderr) = common::text(&output);
     assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
     assert!(
         stdout.starts_with("chaos: seeds 0..=19 (20 per cell)"),
@@ -61,7 +48,7 @@ fn a_passing_run_exits_0_and_prints_the_seeds_first() {
 
 #[test]
 fn a_failing_run_exits_1_and_its_rerun_command_replays_the_failure() {
-    let out = temp_dir("fail");
+    let out = common::fresh_path("fail");
     let output = chaos(
         &[
             "run",
@@ -75,7 +62,7 @@ fn a_failing_run_exits_1_and_its_rerun_command_replays_the_failure() {
         ],
         &out,
     );
-    let (stdout, _) = text(&output);
+    let (stdout, _) = common::text(&output);
     assert_eq!(output.status.code(), Some(1), "{stdout}");
     let rerun_line = stdout
         .lines()
@@ -98,9 +85,9 @@ fn a_failing_run_exits_1_and_its_rerun_command_replays_the_failure() {
 
     // Replay it: the same failure, the same reason.
     let args: Vec<&str> = rerun_line.split_whitespace().skip(1).collect();
-    let replay_out = temp_dir("replay");
+    let replay_out = common::fresh_path("replay");
     let replay = chaos(&args, &replay_out);
-    let (replay_stdout, _) = text(&replay);
+    let (replay_stdout, _) = common::text(&replay);
     assert_eq!(replay.status.code(), Some(1));
     assert!(
         replay_stdout.starts_with("chaos: seed 40;"),
@@ -115,7 +102,7 @@ fn a_failing_run_exits_1_and_its_rerun_command_replays_the_failure() {
 
 #[test]
 fn a_malformed_scenario_exits_2_naming_file_line_and_choices() {
-    let dir = temp_dir("malformed");
+    let dir = common::fresh_path("malformed");
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("bad.toml");
     std::fs::write(
@@ -125,7 +112,7 @@ fn a_malformed_scenario_exits_2_naming_file_line_and_choices() {
     .unwrap();
     let out = dir.join("out");
     let output = chaos(&["run", path.to_str().unwrap()], &out);
-    let (stdout, stderr) = text(&output);
+    let (stdout, stderr) = common::text(&output);
     assert_eq!(output.status.code(), Some(2), "{stdout}{stderr}");
     assert!(stderr.contains("bad.toml:8:"), "{stderr}");
     assert!(
@@ -138,12 +125,12 @@ fn a_malformed_scenario_exits_2_naming_file_line_and_choices() {
 
 #[test]
 fn an_unknown_target_exits_2_with_the_choices() {
-    let out = temp_dir("unknown-target");
+    let out = common::fresh_path("unknown-target");
     let output = chaos(
         &["run", "scenarios/changed-payload.toml", "--target", "ledgr"],
         &out,
     );
-    let (_, stderr) = text(&output);
+    let (_, stderr) = common::text(&output);
     assert_eq!(output.status.code(), Some(2));
     assert!(
         stderr.contains("unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger"),
@@ -153,9 +140,9 @@ fn an_unknown_target_exits_2_with_the_choices() {
 
 #[test]
 fn a_missing_scenario_file_exits_2() {
-    let out = temp_dir("missing");
+    let out = common::fresh_path("missing");
     let output = chaos(&["run", "scenarios/no-such-scenario.toml"], &out);
-    let (_, stderr) = text(&output);
+    let (_, stderr) = common::text(&output);
     assert_eq!(output.status.code(), Some(2));
     assert!(
         stderr.contains("no-such-scenario.toml: failed to read the scenario file"),
@@ -165,7 +152,7 @@ fn a_missing_scenario_file_exits_2() {
 
 #[test]
 fn conflicting_seed_flags_are_a_usage_error() {
-    let out = temp_dir("usage");
+    let out = common::fresh_path("usage");
     let output = chaos(
         &[
             "run",
@@ -187,7 +174,7 @@ fn list_shows_targets_and_every_scenario() {
         .arg(common::scenarios_dir())
         .output()
         .unwrap();
-    let (stdout, _) = text(&output);
+    let (stdout, _) = common::text(&output);
     assert_eq!(output.status.code(), Some(0));
     for target in ["fresh-key", "args-hash", "ledger"] {
         assert!(stdout.contains(target), "{stdout}");
@@ -206,7 +193,7 @@ fn list_shows_targets_and_every_scenario() {
 /// format into `--out`.
 #[test]
 fn format_json_prints_only_the_report_on_stdout() {
-    let out = temp_dir("format-json");
+    let out = common::fresh_path("format-json");
     let junit = out.with_extension("xml");
     let output = chaos(
         &[
@@ -223,7 +210,7 @@ fn format_json_prints_only_the_report_on_stdout() {
         ],
         &out,
     );
-    let (stdout, stderr) = text(&output);
+    let (stdout, stderr) = common::text(&output);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     let printed: serde_json::Value =
         serde_json::from_str(&stdout).expect("stdout is exactly one JSON document");
@@ -247,7 +234,7 @@ fn format_json_prints_only_the_report_on_stdout() {
 
 #[test]
 fn emit_chooses_which_reports_are_written() {
-    let out = temp_dir("emit");
+    let out = common::fresh_path("emit");
     let output = chaos(
         &[
             "run",
@@ -276,9 +263,9 @@ fn emit_chooses_which_reports_are_written() {
             "--emit",
             "json,pdf",
         ],
-        &temp_dir("emit-bad"),
+        &common::fresh_path("emit-bad"),
     );
-    let (_, stderr) = text(&bad);
+    let (_, stderr) = common::text(&bad);
     assert_eq!(bad.status.code(), Some(2));
     assert!(
         stderr.contains("unknown report format 'pdf'. Choose from: json, junit, markdown, html"),
@@ -296,9 +283,9 @@ fn a_bad_partition_is_a_usage_error_that_shows_the_form() {
                 "--partition",
                 partition,
             ],
-            &temp_dir("partition"),
+            &common::fresh_path("partition"),
         );
-        let (_, stderr) = text(&output);
+        let (_, stderr) = common::text(&output);
         assert_eq!(output.status.code(), Some(2), "{partition}: {stderr}");
         assert!(stderr.contains("write K/N with 1 <= K <= N"), "{stderr}");
     }
@@ -308,12 +295,12 @@ fn a_bad_partition_is_a_usage_error_that_shows_the_form() {
 /// is not a terminal, as in CI logs.
 #[test]
 fn no_progress_bar_when_stderr_is_not_a_terminal() {
-    let out = temp_dir("no-bar");
+    let out = common::fresh_path("no-bar");
     let output = chaos(
         &["run", "scenarios/concurrent-attempts.toml", "--seeds", "30"],
         &out,
     );
-    let (stdout, stderr) = text(&output);
+    let (stdout, stderr) = common::text(&output);
     assert_eq!(output.status.code(), Some(1));
     for stream in [&stdout, &stderr] {
         assert!(!stream.contains('\r'), "{stream}");
@@ -331,7 +318,7 @@ fn a_terminal_gets_a_progress_bar_and_no_color_is_respected() {
         return;
     }
     let run = |no_color: bool| {
-        let out = temp_dir(if no_color { "tty-plain" } else { "tty-color" });
+        let out = common::fresh_path(if no_color { "tty-plain" } else { "tty-color" });
         let command = format!(
             "{} run scenarios/concurrent-attempts.toml --seeds 60 --out {}",
             env!("CARGO_BIN_EXE_chaos"),
@@ -366,20 +353,12 @@ fn a_terminal_gets_a_progress_bar_and_no_color_is_respected() {
     );
 }
 
-fn chaos_bare(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_chaos"))
-        .args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
-        .output()
-        .expect("chaos runs")
-}
-
 /// Issue #4, item 4: `chaos compare` exits 1 when a cell went from pass to
 /// fail between two reports of one target, 0 when nothing regressed, and 2
 /// for a file that is not a report.
 #[test]
 fn compare_exits_1_on_a_regression_and_0_without() {
-    let dir = temp_dir("compare");
+    let dir = common::fresh_path("compare");
     let base = dir.join("base");
     let output = chaos(
         &[
@@ -402,16 +381,16 @@ fn compare_exits_1_on_a_regression_and_0_without() {
     std::fs::write(&head_report, head.to_string()).unwrap();
     let (base_arg, head_arg) = (base_report.to_str().unwrap(), head_report.to_str().unwrap());
 
-    let same = chaos_bare(&["compare", base_arg, base_arg]);
-    let (stdout, _) = text(&same);
+    let same = common::chaos(&["compare", base_arg, base_arg]);
+    let (stdout, _) = common::text(&same);
     assert_eq!(same.status.code(), Some(0), "{stdout}");
     assert!(
         stdout.contains("no changes between the reports"),
         "{stdout}"
     );
 
-    let regressed = chaos_bare(&["compare", base_arg, head_arg]);
-    let (stdout, _) = text(&regressed);
+    let regressed = common::chaos(&["compare", base_arg, head_arg]);
+    let (stdout, _) = common::text(&regressed);
     assert_eq!(regressed.status.code(), Some(1), "{stdout}");
     assert!(
         stdout.contains("REGRESSION revoked-permission x ledger: pass in"),
@@ -419,14 +398,14 @@ fn compare_exits_1_on_a_regression_and_0_without() {
     );
     assert!(stdout.contains("ledger @ "), "{stdout}");
 
-    let as_json = chaos_bare(&["compare", base_arg, head_arg, "--format", "json"]);
+    let as_json = common::chaos(&["compare", base_arg, head_arg, "--format", "json"]);
     let comparison: serde_json::Value =
         serde_json::from_slice(&as_json.stdout).expect("--format json prints JSON");
     assert_eq!(as_json.status.code(), Some(1));
     assert_eq!(comparison["changes"][0]["kind"], "regression");
 
-    let not_a_report = chaos_bare(&["compare", base_arg, "Cargo.toml"]);
-    let (_, stderr) = text(&not_a_report);
+    let not_a_report = common::chaos(&["compare", base_arg, "Cargo.toml"]);
+    let (_, stderr) = common::text(&not_a_report);
     assert_eq!(not_a_report.status.code(), Some(2));
     assert!(
         stderr.contains("failed to read the report Cargo.toml: it is not JSON"),
@@ -453,7 +432,7 @@ fn the_github_actions_example_uses_real_flags() {
     assert_eq!(subcommands, ["run", "merge"], "{invocations:?}");
     for invocation in invocations {
         let subcommand = invocation.split_whitespace().next().unwrap();
-        let help = chaos_bare(&[subcommand, "--help"]);
+        let help = common::chaos(&[subcommand, "--help"]);
         let help = String::from_utf8_lossy(&help.stdout);
         for flag in invocation
             .split_whitespace()

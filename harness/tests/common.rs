@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 use chaos::scenario::Scenario;
 
@@ -61,10 +62,37 @@ pub fn schema_errors(report: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// A path for one test under the system's temporary directory, with nothing
+/// there yet: for a test that checks what chaos creates (or does not).
+pub fn fresh_path(name: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("chaos-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&path);
+    path
+}
+
 /// A fresh, empty directory for one test.
 pub fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("chaos-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = fresh_path(name);
     std::fs::create_dir_all(&dir).expect("the temporary directory can be created");
     dir
+}
+
+/// The `chaos` binary, to be run from the repository's root as a user would.
+pub fn chaos_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_chaos"));
+    command.current_dir(repo_root());
+    command
+}
+
+/// Runs `chaos args...` from the repository's root and waits for it.
+pub fn chaos(args: &[&str]) -> Output {
+    chaos_command().args(args).output().expect("chaos runs")
+}
+
+/// What a finished command printed: (stdout, stderr).
+pub fn text(output: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
 }

@@ -9,7 +9,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::atomic::AtomicBool;
 
 use chaos::check::{Check, Liveness, Status};
@@ -32,12 +31,6 @@ fn settings(cases: u64, seed: u64) -> Settings {
 fn explore_target(name: &str, settings: &Settings) -> Exploration {
     let target = targets::find(name).unwrap();
     explore::explore(&target, settings, &(), &AtomicBool::new(false))
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("chaos-explore-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
 }
 
 /// Writes the exploration's first failure, reads the file back, and checks
@@ -95,7 +88,10 @@ fn fresh_key_is_caught_within_1000_cases_and_shrunk_to_at_most_two_faults() {
             "seed {seed}: {}",
             found.reason()
         );
-        assert_written_and_replayed(&exploration, &temp_dir(&format!("fresh-key-{seed}")));
+        assert_written_and_replayed(
+            &exploration,
+            &common::fresh_path(&format!("fresh-key-{seed}")),
+        );
     }
 }
 
@@ -110,7 +106,10 @@ fn args_hash_is_caught_within_1000_cases_and_shrunk_to_at_most_two_faults() {
             "seed {seed}: {:?}",
             found.shrunk.case
         );
-        assert_written_and_replayed(&exploration, &temp_dir(&format!("args-hash-{seed}")));
+        assert_written_and_replayed(
+            &exploration,
+            &common::fresh_path(&format!("args-hash-{seed}")),
+        );
     }
 }
 
@@ -296,18 +295,10 @@ fn an_explored_schedule_is_not_asked_to_complete() {
     assert_eq!(verdict.liveness, Liveness::NotApplicable);
 }
 
-fn chaos(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_chaos"))
-        .args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
-        .output()
-        .expect("chaos runs")
-}
-
 #[test]
 fn the_command_writes_the_scenario_and_its_rerun_replays_the_failure() {
-    let out = temp_dir("cli");
-    let output = chaos(&[
+    let out = common::fresh_path("cli");
+    let output = common::chaos(&[
         "explore",
         "--target",
         "fresh-key",
@@ -351,7 +342,7 @@ fn the_command_writes_the_scenario_and_its_rerun_replays_the_failure() {
     let report = out.join("replay");
     let mut args: Vec<&str> = rerun.split_whitespace().skip(1).collect();
     args.extend(["--out", report.to_str().unwrap()]);
-    let replay = chaos(&args);
+    let replay = common::chaos(&args);
     assert_eq!(replay.status.code(), Some(1));
     let replayed: serde_json::Value =
         serde_json::from_slice(&std::fs::read(report.join("report.json")).unwrap()).unwrap();
@@ -360,8 +351,8 @@ fn the_command_writes_the_scenario_and_its_rerun_replays_the_failure() {
 
 #[test]
 fn nothing_found_exits_0_and_bad_input_exits_2() {
-    let out = temp_dir("cli-ok");
-    let output = chaos(&[
+    let out = common::fresh_path("cli-ok");
+    let output = common::chaos(&[
         "explore",
         "--target",
         "ledger",
@@ -377,17 +368,17 @@ fn nothing_found_exits_0_and_bad_input_exits_2() {
     assert!(stdout.contains("summary: 40 cases run"), "{stdout}");
     assert!(!out.exists(), "nothing is written when nothing is found");
 
-    let output = chaos(&["explore", "--target", "ledgr"]);
+    let output = common::chaos(&["explore", "--target", "ledgr"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr)
         .contains("unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger"));
 
-    let output = chaos(&["explore", "--target", "ledger", "--provider", "stripe"]);
+    let output = common::chaos(&["explore", "--target", "ledger", "--provider", "stripe"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr)
         .contains("unknown provider 'stripe'. Choose from: keyed, lookup, blind"));
 
-    let output = chaos(&["explore", "--target", "ledger", "--cases", "0"]);
+    let output = common::chaos(&["explore", "--target", "ledger", "--cases", "0"]);
     assert_eq!(output.status.code(), Some(2));
 }
 

@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
@@ -101,11 +100,7 @@ fn assert_caught(summary: &Summary, scenario: &str, checks: &[Check]) {
         .unwrap();
     assert_eq!(cell.verdict, Status::Fail, "{scenario} was not caught");
     for failure in &cell.failures {
-        let found: BTreeSet<Check> = failure
-            .findings
-            .iter()
-            .map(|finding| finding.check)
-            .collect();
+        let found = failure.checks();
         assert!(
             checks.iter().any(|check| found.contains(check)),
             "{scenario} seed {}: expected one of {checks:?}, found {found:?}",

@@ -5,35 +5,8 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn chaos(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_chaos"))
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .expect("chaos runs")
-}
-
-fn text(output: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("chaos-live-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// Pids of live processes whose environment holds `marker`.
 fn processes_marked(marker: &str) -> Vec<u32> {
@@ -74,7 +47,7 @@ fn survivors(marker: &str) -> Vec<u32> {
 
 #[test]
 fn a_target_that_never_gets_ready_or_exits_early_is_unknown_and_the_run_goes_on() {
-    let dir = temp_dir("misbehaving");
+    let dir = common::temp_dir("misbehaving");
     let marker = format!("never-ready-{}", std::process::id());
     std::fs::write(
         dir.join("hangs.target.toml"),
@@ -94,7 +67,7 @@ fn a_target_that_never_gets_ready_or_exits_early_is_unknown_and_the_run_goes_on(
     )
     .unwrap();
     let out = dir.join("out");
-    let output = chaos(&[
+    let output = common::chaos(&[
         "run",
         "scenarios/lost-response-keyed.toml",
         "scenarios/changed-payload.toml",
@@ -107,7 +80,7 @@ fn a_target_that_never_gets_ready_or_exits_early_is_unknown_and_the_run_goes_on(
         "--out",
         out.to_str().unwrap(),
     ]);
-    let (stdout, stderr) = text(&output);
+    let (stdout, stderr) = common::text(&output);
     assert_eq!(output.status.code(), Some(3), "{stdout}{stderr}");
     assert!(
         stdout.contains("did not answer GET /healthz") && stdout.contains("with 200 within 1s"),
@@ -143,14 +116,14 @@ fn a_target_that_never_gets_ready_or_exits_early_is_unknown_and_the_run_goes_on(
 
 #[test]
 fn a_scenario_that_cannot_be_done_live_is_unknown_with_the_reason() {
-    let dir = temp_dir("cannot");
+    let dir = common::temp_dir("cannot");
     std::fs::write(
         dir.join("target.toml"),
         "name = \"fixed-retention\"\ncommand = [\"sleep\", \"30\"]\n[retention]\nperiod = \"7days\"\nafter = \"new-operation\"\nshorten = false\n",
     )
     .unwrap();
     let out = dir.join("out");
-    let output = chaos(&[
+    let output = common::chaos(&[
         "run",
         "scenarios/expired-history-target.toml",
         "--target",
@@ -160,7 +133,7 @@ fn a_scenario_that_cannot_be_done_live_is_unknown_with_the_reason() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    let (stdout, stderr) = text(&output);
+    let (stdout, stderr) = common::text(&output);
     assert_eq!(output.status.code(), Some(3), "{stdout}{stderr}");
     assert!(
         stdout.contains("scenario 'expired-history-target' cannot be run live")
@@ -179,14 +152,14 @@ fn a_scenario_that_cannot_be_done_live_is_unknown_with_the_reason() {
 
 #[test]
 fn a_malformed_target_file_exits_2_naming_file_line_and_choices() {
-    let dir = temp_dir("malformed");
+    let dir = common::temp_dir("malformed");
     let path = dir.join("target.toml");
     std::fs::write(
         &path,
         "name = \"x\"\ncommand = [\"python3\", \"server.py\"]\n[status]\n417 = \"conflcit\"\n",
     )
     .unwrap();
-    let output = chaos(&[
+    let output = common::chaos(&[
         "run",
         "scenarios/changed-payload.toml",
         "--target",
@@ -194,7 +167,7 @@ fn a_malformed_target_file_exits_2_naming_file_line_and_choices() {
         "--out",
         dir.join("out").to_str().unwrap(),
     ]);
-    let (stdout, stderr) = text(&output);
+    let (stdout, stderr) = common::text(&output);
     assert_eq!(output.status.code(), Some(2), "{stdout}{stderr}");
     assert!(stderr.contains("target.toml:4:"), "{stderr}");
     assert!(
@@ -209,8 +182,8 @@ fn a_malformed_target_file_exits_2_naming_file_line_and_choices() {
 
 #[test]
 fn list_shows_target_files_and_their_names_work_with_target() {
-    let output = chaos(&["list"]);
-    let (stdout, _) = text(&output);
+    let output = common::chaos(&["list"]);
+    let (stdout, _) = common::text(&output);
     assert_eq!(output.status.code(), Some(0), "{stdout}");
     for (name, transport) in [
         ("ledger", "sim"),
@@ -228,8 +201,8 @@ fn list_shows_target_files_and_their_names_work_with_target() {
             "{name} ({transport}) missing: {stdout}"
         );
     }
-    let out = temp_dir("by-name").join("out");
-    let output = chaos(&[
+    let out = common::temp_dir("by-name").join("out");
+    let output = common::chaos(&[
         "run",
         "scenarios/changed-payload.toml",
         "--target",
@@ -239,15 +212,15 @@ fn list_shows_target_files_and_their_names_work_with_target() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    let (stdout, stderr) = text(&output);
+    let (stdout, stderr) = common::text(&output);
     assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
 }
 
 #[test]
 fn ctrl_c_mid_run_leaves_no_target_process_behind() {
-    let dir = temp_dir("sigint");
+    let dir = common::temp_dir("sigint");
     let marker = format!("sigint-{}", std::process::id());
-    let server = repo().join("targets/python-replay-first/server.py");
+    let server = common::repo_root().join("targets/python-replay-first/server.py");
     std::fs::write(
         dir.join("target.toml"),
         format!(
@@ -258,7 +231,7 @@ fn ctrl_c_mid_run_leaves_no_target_process_behind() {
     .unwrap();
     // lost-response-agent-hop holds an answer for the agent's whole timeout:
     // the target is alive and busy when the signal comes.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_chaos"))
+    let mut child = common::chaos_command()
         .args([
             "run",
             "scenarios/lost-response-agent-hop.toml",
@@ -269,7 +242,6 @@ fn ctrl_c_mid_run_leaves_no_target_process_behind() {
             "--out",
             dir.join("out").to_str().unwrap(),
         ])
-        .current_dir(repo())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -297,7 +269,7 @@ fn ctrl_c_mid_run_leaves_no_target_process_behind() {
         std::thread::sleep(Duration::from_millis(20));
     };
     let output = child.wait_with_output().unwrap();
-    let (_, stderr) = text(&output);
+    let (_, stderr) = common::text(&output);
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
     assert!(
@@ -331,7 +303,7 @@ h.ThreadingHTTPServer((os.environ["BIND"], port), Handler).serve_forever()
 
 #[test]
 fn a_target_that_hangs_or_listens_beyond_loopback_is_unknown() {
-    let dir = temp_dir("silent");
+    let dir = common::temp_dir("silent");
     let marker = format!("silent-{}", std::process::id());
     std::fs::write(dir.join("silent.py"), SILENT_TARGET).unwrap();
     for (name, bind) in [("hangs", "127.0.0.1"), ("exposed", "0.0.0.0")] {
@@ -350,7 +322,7 @@ fn a_target_that_hangs_or_listens_beyond_loopback_is_unknown() {
     )
     .unwrap();
     let out = dir.join("out");
-    let output = chaos(&[
+    let output = common::chaos(&[
         "run",
         dir.join("one-attempt.toml").to_str().unwrap(),
         "--target",
@@ -362,7 +334,7 @@ fn a_target_that_hangs_or_listens_beyond_loopback_is_unknown() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    let (stdout, stderr) = text(&output);
+    let (stdout, stderr) = common::text(&output);
     assert_eq!(output.status.code(), Some(3), "{stdout}{stderr}");
     assert!(
         stdout.contains("UNKNOWN one-attempt x hangs")

@@ -6,7 +6,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The documented command's arguments after `--`, read from reports/README.md
 /// so the documentation and the test cannot drift apart.
@@ -68,9 +67,8 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
 fn the_checked_in_reference_reports_are_fresh() {
     let (command, arguments) = documented_arguments();
     let out = common::temp_dir("reference");
-    let output = Command::new(env!("CARGO_BIN_EXE_chaos"))
+    let output = common::chaos_command()
         .args(expand(&arguments, &out))
-        .current_dir(common::repo_root())
         .output()
         .expect("chaos runs");
     assert_eq!(

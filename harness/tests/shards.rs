@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Output};
 use std::sync::atomic::AtomicBool;
 
 use chaos::report::{merge, Summary};
@@ -92,14 +90,6 @@ fn a_shard_reports_only_its_own_cells() {
     assert_eq!(shard.cells[0].seeds_run, 1);
 }
 
-fn chaos(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_chaos"))
-        .args(args)
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
-        .output()
-        .expect("chaos runs")
-}
-
 #[test]
 fn chaos_merge_writes_the_unsharded_reports() {
     let dir = common::temp_dir("merge");
@@ -114,11 +104,11 @@ fn chaos_merge_writes_the_unsharded_reports() {
         "--first-seed",
         "20",
     ];
-    let whole = chaos(&[&sweep[..], &["--out", &out("whole")]].concat());
+    let whole = common::chaos(&[&sweep[..], &["--out", &out("whole")]].concat());
     assert_eq!(whole.status.code(), Some(1));
     for index in 1..=3 {
         let partition = format!("{index}/3");
-        let shard = chaos(
+        let shard = common::chaos(
             &[
                 &sweep[..],
                 &[
@@ -139,7 +129,7 @@ fn chaos_merge_writes_the_unsharded_reports() {
         common::assert_valid_report(&report);
     }
     let junit = dir.join("merged-junit.xml");
-    let merged = chaos(&[
+    let merged = common::chaos(&[
         "merge",
         &out("shard2/report.json"),
         &out("shard3/report.json"),
@@ -177,7 +167,7 @@ fn chaos_merge_refuses_an_incomplete_or_mixed_set() {
         ("b2", vec!["--partition", "2/2", "--first-seed", "100"]),
         ("whole", vec![]),
     ] {
-        let output = chaos(&[&base[..], &extra, &["--out", &out(name)]].concat());
+        let output = common::chaos(&[&base[..], &extra, &["--out", &out(name)]].concat());
         assert_eq!(output.status.code(), Some(1), "{name}");
     }
     let report = |name: &str| out(&format!("{name}/report.json"));
@@ -199,7 +189,7 @@ fn chaos_merge_refuses_an_incomplete_or_mixed_set() {
         args.extend(reports);
         args.extend(["--out".to_owned(), out("never")]);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let output = chaos(&args);
+        let output = common::chaos(&args);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{stderr}");
         assert!(

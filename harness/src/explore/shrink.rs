@@ -58,26 +58,31 @@ pub fn shrink<T: ValueTree<Value = Case>>(
     let out_of_steps =
         |best: &Shrunk| best.steps >= MAX_SHRINK_STEPS || cancel.load(Ordering::Relaxed);
 
+    // Runs one candidate and keeps it if it fails the same way; says whether it did.
+    let try_candidate = |best: &mut Shrunk, candidate: Case| -> bool {
+        let verdict = judge(&candidate);
+        best.steps += 1;
+        let kept = fails_the_same_way(&verdict);
+        if kept {
+            best.case = candidate;
+            best.verdict = verdict;
+            best.accepted += 1;
+        }
+        on_step(best);
+        kept
+    };
+
     // proptest's shrinking: simplify while it still fails, complicate when it
     // passes, until the tree can move no further.
     if tree.simplify() {
         while !out_of_steps(&best) {
-            let candidate = tree.current();
-            let verdict = judge(&candidate);
-            best.steps += 1;
-            if fails_the_same_way(&verdict) {
-                best.case = candidate;
-                best.verdict = verdict;
-                best.accepted += 1;
-                on_step(&best);
-                if !tree.simplify() {
-                    break;
-                }
+            let moved = if try_candidate(&mut best, tree.current()) {
+                tree.simplify()
             } else {
-                on_step(&best);
-                if !tree.complicate() {
-                    break;
-                }
+                tree.complicate()
+            };
+            if !moved {
+                break;
             }
         }
     }
@@ -90,16 +95,9 @@ pub fn shrink<T: ValueTree<Value = Case>>(
             if out_of_steps(&best) {
                 return best;
             }
-            let verdict = judge(&candidate);
-            best.steps += 1;
-            if fails_the_same_way(&verdict) {
-                best.case = candidate;
-                best.verdict = verdict;
-                best.accepted += 1;
-                on_step(&best);
+            if try_candidate(&mut best, candidate) {
                 continue 'pass;
             }
-            on_step(&best);
         }
         best.complete = true;
         return best;

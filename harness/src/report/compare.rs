@@ -8,8 +8,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::path::Path;
 
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{Cell, Color, ContentArrangement, Table};
+use comfy_table::{Cell, Color};
 use serde::Serialize;
 
 use super::{verdict_label, CellSummary, Summary};
@@ -283,13 +282,7 @@ fn compare_cell(cell: &CellSummary) -> CompareCell {
 
 /// The matrix and the changes, for a terminal.
 pub fn render_table(comparison: &Comparison, color: bool) -> String {
-    let mut table = Table::new();
-    table
-        .load_preset(UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic);
-    if !color {
-        table.force_no_tty();
-    }
+    let mut table = super::table::new_table(color);
     let mut header = vec![Cell::new("scenario")];
     header.extend(
         comparison

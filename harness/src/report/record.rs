@@ -9,12 +9,14 @@
 //! (operation ids, attempt ids, subjects, downstream keys, receipts) are kept:
 //! they are the record.
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 
-use crate::check::{Finding, OperationSummary, Status, Verdict};
+use crate::check::{Check, Finding, OperationSummary, Status, Verdict};
 use crate::fault::{Fault, Hop};
 use crate::history::{
-    Attempt, AttemptEnd, AuthDecision, Dispatch, Effect, FaultEvent, Ms, RunOutput,
+    Attempt, AttemptEnd, AuthDecision, Dispatch, Effect, FaultEvent, Ledger, Ms, RunOutput,
 };
 use crate::plan::Trial;
 use crate::scenario::PayloadVariant;
@@ -84,6 +86,22 @@ pub struct LedgerSlice {
     pub effects: Vec<Effect>,
 }
 
+impl LedgerSlice {
+    /// The ledger's dispatches and effects whose subject `keep` accepts.
+    fn of(ledger: &Ledger, keep: impl Fn(&Option<String>) -> bool) -> LedgerSlice {
+        LedgerSlice {
+            dispatches: (ledger.dispatches.iter())
+                .filter(|dispatch| keep(&dispatch.subject))
+                .cloned()
+                .collect(),
+            effects: (ledger.effects.iter())
+                .filter(|effect| keep(&effect.subject))
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
 /// One transport attempt, as the agent made and saw it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttemptRecord {
@@ -150,6 +168,11 @@ pub struct AuthRecord {
 }
 
 impl SeedFailure {
+    /// Every check that found something on this seed.
+    pub fn checks(&self) -> BTreeSet<Check> {
+        self.findings.iter().map(|finding| finding.check).collect()
+    }
+
     /// The record of `seed`. `trace` is the trial and its run output, absent
     /// when the simulation itself could not run.
     pub fn new(
@@ -202,22 +225,7 @@ impl SeedFailure {
                 .and_then(|subject| trial.operation_of_subject(subject))
                 .is_some()
         };
-        failure.unattributed = LedgerSlice {
-            dispatches: run
-                .ledger
-                .dispatches
-                .iter()
-                .filter(|dispatch| !attributed(&dispatch.subject))
-                .cloned()
-                .collect(),
-            effects: run
-                .ledger
-                .effects
-                .iter()
-                .filter(|effect| !attributed(&effect.subject))
-                .cloned()
-                .collect(),
-        };
+        failure.unattributed = LedgerSlice::of(&run.ledger, |subject| !attributed(subject));
 
         let mut summaries = verdict.operations.into_iter();
         failure.operations = trial
@@ -226,22 +234,7 @@ impl SeedFailure {
             .enumerate()
             .map(|(index, operation)| {
                 let subject = Some(operation.subject.clone());
-                let ledger = LedgerSlice {
-                    dispatches: run
-                        .ledger
-                        .dispatches
-                        .iter()
-                        .filter(|dispatch| dispatch.subject == subject)
-                        .cloned()
-                        .collect(),
-                    effects: run
-                        .ledger
-                        .effects
-                        .iter()
-                        .filter(|effect| effect.subject == subject)
-                        .cloned()
-                        .collect(),
-                };
+                let ledger = LedgerSlice::of(&run.ledger, |of| *of == subject);
                 let mut own: Vec<&Attempt> = attempts
                     .iter()
                     .filter(|attempt| attempt.operation == index)

@@ -7,9 +7,9 @@ use comfy_table::{Cell, Color, ContentArrangement, Table};
 use super::{verdict_label, CellSummary, Summary};
 use crate::check::Status;
 
-/// Renders the matrix. `color` is off when output is not a terminal or
-/// `NO_COLOR` is set.
-pub fn render(summary: &Summary, color: bool) -> String {
+/// An empty table in the style of every table chaos prints. `color` is off
+/// when output is not a terminal or `NO_COLOR` is set.
+pub(crate) fn new_table(color: bool) -> Table {
     let mut table = Table::new();
     table
         .load_preset(UTF8_FULL_CONDENSED)
@@ -17,6 +17,13 @@ pub fn render(summary: &Summary, color: bool) -> String {
     if !color {
         table.force_no_tty();
     }
+    table
+}
+
+/// Renders the matrix. `color` is off when output is not a terminal or
+/// `NO_COLOR` is set.
+pub fn render(summary: &Summary, color: bool) -> String {
+    let mut table = new_table(color);
     let mut header = vec![Cell::new("scenario")];
     header.extend(summary.targets.iter().map(|target| Cell::new(&target.name)));
     table.set_header(header);
