@@ -11,10 +11,12 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
-use crate::check::Status;
-use crate::runner::run_trial;
+use std::sync::atomic::AtomicBool;
+
+use crate::check::{Status, Verdict};
 use crate::scenario::Scenario;
-use crate::targets::ReferenceTarget;
+use crate::sim::SimTarget;
+use crate::trial;
 
 /// The scenario a no-fault round runs: one operation, one attempt that succeeds.
 const NO_FAULT: &str = r#"
@@ -28,7 +30,7 @@ operation = "reminder"
 "#;
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct BenchFigures {
+pub(crate) struct BenchFigures {
     pub target: String,
     pub rounds: usize,
     pub round_length: Duration,
@@ -42,17 +44,17 @@ pub struct BenchFigures {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Rate {
+pub(crate) struct Rate {
     pub median: f64,
     pub rounds: Vec<f64>,
 }
 
 impl BenchFigures {
-    pub fn ratio(&self) -> f64 {
+    pub(crate) fn ratio(&self) -> f64 {
         self.mix_per_core.median / self.no_fault_per_core.median
     }
 
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let rounds = |rate: &Rate| {
             rate.rounds
                 .iter()
@@ -94,9 +96,9 @@ impl BenchFigures {
 }
 
 /// Runs the benchmark: `mix` are the six tests' scenarios, run round-robin.
-pub fn bench(
+pub(crate) fn bench(
     mix: &[Scenario],
-    target: &ReferenceTarget,
+    target: &SimTarget,
     rounds: usize,
     round_length: Duration,
 ) -> BenchFigures {
@@ -128,7 +130,7 @@ pub fn bench(
             let mut trials = 0;
             let mut seed = 1_000_000 * (core as u64 + 1);
             while started.elapsed() < round_length {
-                run_trial(&mix[(seed as usize) % mix.len()], target, seed);
+                judge(&mix[(seed as usize) % mix.len()], target, seed);
                 seed += 1;
                 trials += 1;
             }
@@ -157,7 +159,7 @@ pub fn bench(
 
 fn per_core_rate(
     scenarios: &[Scenario],
-    target: &ReferenceTarget,
+    target: &SimTarget,
     round: usize,
     length: Duration,
     not_passing: &AtomicU64,
@@ -166,7 +168,7 @@ fn per_core_rate(
     let mut trials = 0u64;
     let mut seed = (round as u64) << 32;
     while started.elapsed() < length {
-        let (verdict, _) = run_trial(&scenarios[(seed as usize) % scenarios.len()], target, seed);
+        let verdict = judge(&scenarios[(seed as usize) % scenarios.len()], target, seed);
         if verdict.status != Status::Pass {
             not_passing.fetch_add(1, Ordering::Relaxed);
         }
@@ -174,6 +176,13 @@ fn per_core_rate(
         trials += 1;
     }
     trials as f64 / started.elapsed().as_secs_f64()
+}
+
+fn judge(scenario: &Scenario, target: &SimTarget, seed: u64) -> Verdict {
+    let never = AtomicBool::new(false);
+    trial::judge(target, scenario, seed, &never)
+        .expect("a trial nobody cancels runs to its end")
+        .verdict
 }
 
 fn median(values: &[f64]) -> f64 {

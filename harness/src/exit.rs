@@ -12,7 +12,10 @@ pub enum Exit {
     BadInput = 2,
     /// No invariant failed, but at least one verdict could not be reached
     /// (a target error, a run cut short).
-    Undecided = 3,
+    Unknown = 3,
+    /// The run finished, but its reports could not be written (a full disk,
+    /// a folder chaos may not write into).
+    ReportsNotWritten = 4,
     /// Interrupted (Ctrl-C) before the run finished; nothing was written.
     Interrupted = 130,
 }
@@ -27,16 +30,18 @@ impl Exit {
             Exit::Success => "every invariant held",
             Exit::InvariantViolated => "an invariant was violated",
             Exit::BadInput => "bad input or usage",
-            Exit::Undecided => "a verdict could not be reached",
+            Exit::Unknown => "a verdict could not be reached",
+            Exit::ReportsNotWritten => "the reports could not be written",
             Exit::Interrupted => "interrupted",
         }
     }
 
-    pub const ALL: [Exit; 5] = [
+    pub const ALL: [Exit; 6] = [
         Exit::Success,
         Exit::InvariantViolated,
         Exit::BadInput,
-        Exit::Undecided,
+        Exit::Unknown,
+        Exit::ReportsNotWritten,
         Exit::Interrupted,
     ];
 }

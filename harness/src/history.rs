@@ -9,17 +9,19 @@
 //! The checker judges the target by comparing the two; the target's own word
 //! (its answers) is only one input to that comparison.
 
+use std::time::Duration;
+
 use chaos_kit::http::CallFailure;
 use chaos_kit::protocol::Outcome;
 use serde::{Deserialize, Serialize};
 
-use crate::fault::LossMode;
+use crate::fault::{Action, LossMode};
 
 /// Milliseconds since the run started, on the run's own (simulated or real) time.
 pub type Ms = u64;
 
 /// What one run produced, by any transport.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RunOutput {
     pub history: History,
     pub ledger: Ledger,
@@ -27,7 +29,7 @@ pub struct RunOutput {
     pub error: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct History {
     pub attempts: Vec<Attempt>,
     pub faults: Vec<FaultEvent>,
@@ -77,32 +79,12 @@ pub struct Answer {
     pub reason: Option<String>,
 }
 
-/// Jepsen's three ways an operation can end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum JepsenType {
-    /// It happened.
-    Ok,
-    /// It definitely did not happen (as far as this attempt goes).
-    Fail,
-    /// Indeterminate.
-    Info,
-}
-
 impl Attempt {
     /// The answer the agent acted on, if it got one.
     pub fn answer(&self) -> Option<&Answer> {
         match &self.end {
             AttemptEnd::Answered(answer) => Some(answer),
             _ => None,
-        }
-    }
-
-    pub fn jepsen_type(&self) -> JepsenType {
-        match self.answer().map(|answer| answer.outcome) {
-            Some(Outcome::Applied | Outcome::Replayed) => JepsenType::Ok,
-            Some(Outcome::Rejected | Outcome::Conflict | Outcome::Denied) => JepsenType::Fail,
-            _ => JepsenType::Info,
         }
     }
 
@@ -121,15 +103,66 @@ impl Attempt {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Something the nemesis or the driver did to the run.
+#[derive(Debug, Clone, PartialEq)]
 pub struct FaultEvent {
     pub at: Ms,
-    /// Index into the scenario's faults; `None` for consequences such as a restart.
-    pub fault: Option<usize>,
+    pub what: Happened,
+    /// One line for people, in the history and the reports.
     pub description: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What a [`FaultEvent`] was, typed, for the checkers and the timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Happened {
+    /// The scenario's fault at `index` acted: its rule's verdict.
+    Fault { index: usize, action: Action },
+    /// The scenario's clock jump at `index`, carried out live as a real wait
+    /// (nobody may move a real clock; retentions were shortened instead).
+    ClockWaited {
+        index: usize,
+        by: Duration,
+        waited: Duration,
+    },
+    /// The driver killed the target, as a crash asked.
+    TargetKilled,
+    /// The driver started the target again after a crash.
+    TargetRestarted,
+}
+
+impl FaultEvent {
+    /// Index into the scenario's faults; `None` for what the driver did.
+    pub fn fault(&self) -> Option<usize> {
+        match self.what {
+            Happened::Fault { index, .. } | Happened::ClockWaited { index, .. } => Some(index),
+            Happened::TargetKilled | Happened::TargetRestarted => None,
+        }
+    }
+
+    /// How far every wall clock jumped, for a clock jump (waited out or not).
+    pub fn clock_jump(&self) -> Option<Duration> {
+        match self.what {
+            Happened::Fault {
+                action: Action::AdvanceClock(by),
+                ..
+            }
+            | Happened::ClockWaited { by, .. } => Some(by),
+            _ => None,
+        }
+    }
+
+    pub fn is_revocation(&self) -> bool {
+        matches!(
+            self.what,
+            Happened::Fault {
+                action: Action::Revoke(_),
+                ..
+            }
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
 pub struct AuthDecision {
     pub at: Ms,
     pub active: bool,
@@ -138,7 +171,7 @@ pub struct AuthDecision {
 }
 
 /// The provider's ground truth.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Ledger {
     pub dispatches: Vec<Dispatch>,
     pub effects: Vec<Effect>,

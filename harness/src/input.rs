@@ -49,13 +49,13 @@ impl Location {
 
 /// Builds the errors of one file: at a span of its text, or about the whole file.
 #[derive(Clone, Copy)]
-pub struct Errors<'a> {
+pub(crate) struct Errors<'a> {
     pub path: &'a Path,
     pub text: &'a str,
 }
 
 impl Errors<'_> {
-    pub fn at(&self, span: Range<usize>, message: String) -> FileError {
+    pub(crate) fn at(&self, span: Range<usize>, message: String) -> FileError {
         FileError {
             path: self.path.to_owned(),
             location: Some(Location::of(self.text, span.start)),
@@ -63,7 +63,7 @@ impl Errors<'_> {
         }
     }
 
-    pub fn whole(&self, message: String) -> FileError {
+    pub(crate) fn whole(&self, message: String) -> FileError {
         FileError {
             path: self.path.to_owned(),
             location: None,
@@ -73,7 +73,7 @@ impl Errors<'_> {
 }
 
 /// Reads `path`; `what` names the kind of file in the error ("scenario file").
-pub fn read(path: &Path, what: &str) -> Result<String, FileError> {
+pub(crate) fn read(path: &Path, what: &str) -> Result<String, FileError> {
     std::fs::read_to_string(path).map_err(|error| FileError {
         path: path.to_owned(),
         location: None,
@@ -83,7 +83,7 @@ pub fn read(path: &Path, what: &str) -> Result<String, FileError> {
 
 /// Deserialises `text`; a TOML or schema error points at its line and column
 /// and keeps the TOML crate's list of valid choices.
-pub fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T, FileError> {
+pub(crate) fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T, FileError> {
     toml::from_str(text).map_err(|error| FileError {
         path: path.to_owned(),
         location: error.span().map(|span| Location::of(text, span.start)),

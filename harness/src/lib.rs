@@ -4,43 +4,65 @@
 //!
 //! ```text
 //! scenarios/*.toml --scenario--> Scenario --plan--> Trial (per target and seed)
-//!     --run (sim | live)--> History + Ledger --check--> Verdict --report--> Summary
-//!     --render--> table | json | junit | markdown | html
+//!     --run (sim | live)--> RunOutput (history + ledger) --check--> Verdict
+//!     --report--> Summary --render--> table | json | junit | markdown | html
 //! ```
 //!
-//! - [`scenario`]: strict TOML parsing and validation ([`input`]: file errors), [`fault`] the fault schedule as data;
-//!   [`target_file`]: the same for target files (how to run a live target);
-//! - [`plan`]: keys, subjects, payload bytes and timeouts of one trial;
-//! - [`sim`]: the deterministic turmoil simulation of one trial, driving the
-//!   harness's [`roles`] (agent, provider, authority, nemesis) and a target;
-//! - [`live`]: the same roles on 127.0.0.1 against a target running as a real
-//!   process (any language), with real SIGKILLs and restarts;
-//! - [`history`]: what the run produced: the agent's history and the provider's ledger;
-//! - [`check`]: the checkers, turning history + ledger into a verdict;
-//! - [`runner`]: runs every (scenario, target, seed) trial (or one shard of
-//!   them), on every core; [`progress`] shows it on a terminal;
-//! - [`report`]: the summary of a run, its renderings, and the summaries'
-//!   merge (shards) and comparison (implementations, regressions);
-//! - [`targets`]: the targets a run can name (reference targets, target files);
-//!   [`bench`]: `chaos bench`;
-//! - [`explore`]: `chaos explore`, which generates fault schedules (proptest),
-//!   runs each as a trial through the same plan -> sim -> check stages, and
-//!   shrinks a failing one into a scenario file.
+//! - [`scenario`]: strict TOML in, a validated [`Scenario`] out; [`fault`]: the
+//!   fault kinds, one file each, as rules; `target_file`: how to run a live target;
+//! - `plan`: keys, subjects, payload bytes and timeouts of one [`Trial`];
+//! - `trial`: one trial through `plan -> Driver::run -> check -> Judged`,
+//!   the same for both drivers: `sim` (a deterministic turmoil simulation)
+//!   and `live` (a real process on 127.0.0.1), which drive the harness's
+//!   `roles` (agent, provider, authority, nemesis) and never judge;
+//! - [`history`]: what a run produced, the agent's history and the provider's ledger;
+//! - `check`: the checkers, one file per family, composed into a [`Verdict`];
+//! - `runner`: every (scenario, target, seed) trial of a [`Sweep`], or one
+//!   shard's, on every core where the driver allows;
+//! - [`report`]: folds judged trials into a [`Summary`] and renders it; merges
+//!   shards, compares reports;
+//! - [`explore`]: generates fault schedules, judges each as a trial, and
+//!   shrinks a failure into a scenario file;
+//! - [`cli`]: the `chaos` command's flags and presenters, over these verbs.
+//!
+//! The verbs are [`run`] (a sweep into a summary) and [`judge`] (one trial);
+//! the rest of this page is the types they take and give.
 
-pub mod bench;
-pub mod check;
-pub mod exit;
+pub mod cli;
 pub mod explore;
 pub mod fault;
 pub mod history;
-pub mod input;
-pub mod live;
-pub mod plan;
 pub mod progress;
 pub mod report;
-pub mod roles;
-pub mod runner;
 pub mod scenario;
-pub mod sim;
-pub mod target_file;
-pub mod targets;
+
+pub(crate) mod bench;
+pub(crate) mod check;
+pub(crate) mod error;
+pub(crate) mod exit;
+pub(crate) mod fs;
+pub(crate) mod input;
+pub(crate) mod live;
+pub(crate) mod plan;
+pub(crate) mod roles;
+pub(crate) mod runner;
+pub(crate) mod sim;
+pub(crate) mod simplify;
+pub(crate) mod sweep;
+pub(crate) mod target;
+pub(crate) mod target_file;
+pub(crate) mod trial;
+
+pub use check::{Check, Finding, Liveness, OperationSummary, Status, Verdict};
+pub use error::Error;
+pub use exit::Exit;
+pub use history::RunOutput;
+pub use input::FileError;
+pub use plan::Trial;
+pub use runner::{judge, run};
+pub use scenario::Scenario;
+pub use sim::{ServeFn, SimTarget};
+pub use sweep::{rerun_command, Partition, Payloads, Seeds, Sweep, Transport};
+pub use target::{find, reference_targets, resolve, ResolveError, Target, UnknownTarget};
+pub use target_file::TargetFile;
+pub use trial::Judged;

@@ -13,10 +13,10 @@ use crate::scenario::{PayloadVariant, Scenario};
 
 /// Who the agent acts as. The target learns tenant and actor from the
 /// authority, never from these constants or the arguments.
-pub const TENANT: &str = "north";
-pub const ACTOR: &str = "agent-7";
+pub(crate) const TENANT: &str = "north";
+pub(crate) const ACTOR: &str = "agent-7";
 /// Tools granted to the agent's token besides the scenario's own.
-pub const BASE_SCOPE: &str = "read_invoice";
+pub(crate) const BASE_SCOPE: &str = "read_invoice";
 
 /// Timeouts and latencies of one transport. The simulator's are short because
 /// every simulated millisecond is a step of work; live ones are real time.
@@ -37,7 +37,7 @@ pub struct Timing {
 }
 
 impl Timing {
-    pub fn simulated(scenario: &Scenario) -> Timing {
+    pub(crate) fn simulated(scenario: &Scenario) -> Timing {
         let upstream_timeout = Duration::from_millis(10);
         // The target's worst case is an authority call plus one upstream timeout
         // plus a reconcile; the agent must outlast it, or it would call honest
@@ -60,7 +60,7 @@ impl Timing {
     /// answers well inside them, short enough that the six tests take seconds.
     /// Latencies are whatever loopback gives; a scenario's `[network]` applies
     /// to the simulator only.
-    pub fn live() -> Timing {
+    pub(crate) fn live() -> Timing {
         let upstream_timeout = Duration::from_millis(500);
         // As in the simulator: an authority call, an upstream timeout and a
         // reconcile must fit inside one agent attempt, with room to spare.
@@ -116,7 +116,7 @@ pub struct Trial<'a> {
 }
 
 impl<'a> Trial<'a> {
-    pub fn new(scenario: &'a Scenario, seed: u64, timing: Timing) -> Trial<'a> {
+    pub(crate) fn new(scenario: &'a Scenario, seed: u64, timing: Timing) -> Trial<'a> {
         Trial::in_namespace(scenario, seed, timing, None)
     }
 
@@ -124,7 +124,7 @@ impl<'a> Trial<'a> {
     /// targets keep state across runs (a database): a rerun of the same seed
     /// must not find the previous run's records, so each live trial gets fresh
     /// identities, while the seed still decides every timing.
-    pub fn in_namespace(
+    pub(crate) fn in_namespace(
         scenario: &'a Scenario,
         seed: u64,
         timing: Timing,
@@ -208,13 +208,13 @@ impl<'a> Trial<'a> {
 
 /// The attempt id of one transport attempt: unique within the run, and across
 /// runs with different seeds.
-pub fn attempt_id(seed: u64, call: u32, worker: u32, attempt: u32) -> String {
+pub(crate) fn attempt_id(seed: u64, call: u32, worker: u32, attempt: u32) -> String {
     format!("att-{seed:x}-{call}-{worker}-{attempt}")
 }
 
 /// The JSON arguments of an operation. `Equivalent` is the original with keys
 /// in another order and other whitespace: byte-different, meaning-equal.
-pub fn payload(
+pub(crate) fn payload(
     subject_field: &str,
     operation: &str,
     subject: &str,

@@ -1,5 +1,6 @@
-//! The progress bar of long work (a sweep of trials, an exploration), on
-//! stderr, and only when stderr is a terminal: piped or redirected output (CI
+//! How long work reports its progress: one [`Observer`] for sweeps of trials
+//! and explorations alike, and [`Bar`], the progress bar that draws it on
+//! stderr, only when stderr is a terminal: piped or redirected output (CI
 //! logs, `--format json | jq`) stays free of control characters. `NO_COLOR`
 //! turns its colours off.
 
@@ -8,7 +9,19 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::runner::Progress;
+/// Hears how long work is going; called from worker threads.
+pub trait Observer: Sync {
+    /// How many units (trials, cases) will run at most.
+    fn started(&self, _total: u64) {}
+    /// `done` units have finished.
+    fn progressed(&self, _done: u64) {}
+    /// A short note beside the counts ("2 failing", "shrinking: ...").
+    fn note(&self, _message: String) {}
+    fn finished(&self) {}
+}
+
+/// Nobody listening.
+impl Observer for () {}
 
 pub struct Bar {
     bar: ProgressBar,
@@ -35,29 +48,27 @@ impl Bar {
         bar.enable_steady_tick(Duration::from_millis(200));
         Some(Bar { bar })
     }
+}
 
-    pub fn set_position(&self, position: u64) {
-        self.bar.set_position(position);
+impl Observer for Bar {
+    fn started(&self, total: u64) {
+        self.bar.set_length(total);
     }
 
-    /// A short note after the counts ("2 failing", "shrinking: ...").
-    pub fn set_message(&self, message: String) {
+    fn progressed(&self, done: u64) {
+        // Workers finish out of order: the bar only moves forward.
+        if done > self.bar.position() {
+            self.bar.set_position(done);
+        }
+    }
+
+    fn note(&self, message: String) {
         self.bar.set_message(message);
     }
 
     /// Removes the bar, so what follows starts on a clean line.
-    pub fn finish(&self) {
+    fn finished(&self) {
         self.bar.finish_and_clear();
-    }
-}
-
-impl Progress for Bar {
-    fn started(&self, total: usize) {
-        self.bar.set_length(total as u64);
-    }
-
-    fn trial_done(&self, _done: usize, _total: usize) {
-        self.bar.inc(1);
     }
 }
 

@@ -35,7 +35,7 @@ use crate::input::{self, FileError};
 
 /// The file name of a directory's main target file; variants (weakened modes)
 /// sit beside it as `<variant>.target.toml`.
-pub const FILE_NAME: &str = "target.toml";
+pub(crate) const FILE_NAME: &str = "target.toml";
 const VARIANT_SUFFIX: &str = ".target.toml";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,12 +53,12 @@ pub struct TargetFile {
     pub env: BTreeMap<String, String>,
     /// Status overrides for answers whose body names no outcome.
     pub status: BTreeMap<u16, Outcome>,
-    pub retention: Option<Retention>,
+    pub(crate) retention: Option<Retention>,
 }
 
 /// What the target promises to remember, and what it does after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Retention {
+pub(crate) struct Retention {
     pub period: Duration,
     pub after: AfterRetention,
     /// Whether the target takes a shorter period from `CHAOS_RETENTION_MS`, so
@@ -69,7 +69,7 @@ pub struct Retention {
 /// A target's policy for a retry that comes after its retention.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum AfterRetention {
+pub(crate) enum AfterRetention {
     /// The retry may be treated as a new operation (one more effect), the only
     /// post-retention policy target protocol v1 knows.
     NewOperation,
@@ -104,7 +104,7 @@ impl TargetFile {
 /// Every target file under `dir`: `dir/*/target.toml` and `dir/*/*.target.toml`,
 /// sorted by path. Unreadable directories are skipped; files that do not parse
 /// are returned as errors for the caller to show.
-pub fn discover(dir: &Path) -> Vec<Result<TargetFile, TargetFileError>> {
+pub(crate) fn discover(dir: &Path) -> Vec<Result<TargetFile, TargetFileError>> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -128,7 +128,7 @@ pub fn discover(dir: &Path) -> Vec<Result<TargetFile, TargetFileError>> {
 }
 
 /// A target file that could not be used, with where and why.
-pub type TargetFileError = FileError;
+pub(crate) type TargetFileError = FileError;
 
 // ---- the file format -------------------------------------------------------
 

@@ -4,11 +4,7 @@
 
 mod common;
 
-use std::sync::atomic::AtomicBool;
-
-use chaos::check::{Check, Status};
-use chaos::runner::{self, Seeds};
-use chaos::targets;
+use chaos::{Check, Seeds, Status};
 
 const SEEDS: u64 = 200;
 
@@ -62,18 +58,15 @@ fn expectation(scenario: &str, target: &str) -> Option<&'static [Check]> {
 fn every_target_is_caught_exactly_where_it_is_weak() {
     let scenarios = common::all_scenarios();
     assert!(scenarios.len() >= 12, "the six tests and their variants");
-    let targets = targets::reference_targets();
-    let summary = runner::run(
+    let targets = chaos::reference_targets();
+    let summary = common::sweep(
         &scenarios,
         &targets,
         Seeds::Range {
             first: 0,
             count: SEEDS,
         },
-        &(),
-        &AtomicBool::new(false),
-    )
-    .expect("not cancelled");
+    );
 
     let mut problems = Vec::new();
     for cell in &summary.cells {
@@ -117,8 +110,8 @@ fn every_target_is_caught_exactly_where_it_is_weak() {
 #[test]
 fn reasons_name_the_operation_the_counts_and_the_attempt() {
     let scenario = common::scenario("lost-response-keyed");
-    let target = targets::find("fresh-key").unwrap();
-    let (verdict, _) = runner::run_trial(&scenario, &target, 7);
+    let target = chaos::find("fresh-key").unwrap();
+    let (verdict, _) = common::trial(&scenario, &target, 7);
     let reason = verdict.reason().unwrap();
     assert!(
         reason.starts_with("duplicate-effect: operation 'reminder': 2 effects, expected 1"),
@@ -136,8 +129,8 @@ fn a_stuck_target_fails_liveness_not_safety() {
     // unknown by design. Neither may be called stuck: liveness is judged only
     // where the provider lets a target learn the outcome.
     let scenario = common::scenario("lost-response-blind");
-    let target = targets::find("ledger").unwrap();
-    let (verdict, _) = runner::run_trial(&scenario, &target, 1);
+    let target = chaos::find("ledger").unwrap();
+    let (verdict, _) = common::trial(&scenario, &target, 1);
     assert_eq!(verdict.status, Status::Pass, "{:?}", verdict.findings);
-    assert_eq!(verdict.liveness, chaos::check::Liveness::NotApplicable);
+    assert_eq!(verdict.liveness, chaos::Liveness::NotApplicable);
 }

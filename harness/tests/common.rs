@@ -4,7 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use chaos::scenario::Scenario;
+use std::sync::atomic::AtomicBool;
+
+use chaos::report::Summary;
+use chaos::{RunOutput, Scenario, Seeds, SimTarget, Sweep, Target, Verdict};
 
 /// The repository's `scenarios/` directory.
 pub fn scenarios_dir() -> PathBuf {
@@ -95,4 +98,21 @@ pub fn text(output: &Output) -> (String, String) {
         String::from_utf8_lossy(&output.stdout).into_owned(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
+}
+
+/// Every seed of `seeds` of every scenario against every simulated target.
+pub fn sweep(scenarios: &[Scenario], targets: &[SimTarget], seeds: Seeds) -> Summary {
+    run_sweep(scenarios, targets, Sweep::new(seeds))
+}
+
+/// `sweep` with every setting of the sweep given.
+pub fn run_sweep(scenarios: &[Scenario], targets: &[SimTarget], sweep: Sweep) -> Summary {
+    let targets: Vec<Target> = targets.iter().cloned().map(Target::Sim).collect();
+    chaos::run(scenarios, &targets, sweep, &(), &AtomicBool::new(false)).expect("not cancelled")
+}
+
+/// One simulated trial, judged, with what the run produced.
+pub fn trial(scenario: &Scenario, target: &SimTarget, seed: u64) -> (Verdict, Option<RunOutput>) {
+    let judged = chaos::judge(scenario, &Target::Sim(target.clone()), seed);
+    (judged.verdict, judged.run)
 }

@@ -6,23 +6,27 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use chaos::plan::{Timing, Trial};
-use chaos::sim;
-use chaos::targets;
+use chaos::{RunOutput, Scenario, SimTarget};
+
+/// What one simulation of `scenario` for `seed` produced.
+fn simulate(scenario: &Scenario, target: &SimTarget, seed: u64) -> RunOutput {
+    common::trial(scenario, target, seed)
+        .1
+        .expect("a simulation always runs")
+}
 
 #[test]
 fn the_same_seed_replays_the_same_history() {
     let targets = [
-        targets::find("ledger").unwrap(),
-        targets::find("args-hash").unwrap(),
+        chaos::find("ledger").unwrap(),
+        chaos::find("args-hash").unwrap(),
     ];
     let mut mismatches = Vec::new();
     for scenario in common::all_scenarios() {
         for target in &targets {
             for seed in 0..200 {
-                let trial = Trial::new(&scenario, seed, Timing::simulated(&scenario));
-                let first = sim::simulate(&trial, target);
-                let second = sim::simulate(&trial, target);
+                let first = simulate(&scenario, target, seed);
+                let second = simulate(&scenario, target, seed);
                 if first != second {
                     mismatches.push(format!(
                         "{} x {} seed {seed}",
@@ -41,11 +45,10 @@ fn the_same_seed_replays_the_same_history() {
 #[test]
 fn different_seeds_explore_different_schedules() {
     let scenario = common::scenario("concurrent-attempts");
-    let target = targets::find("ledger").unwrap();
+    let target = chaos::find("ledger").unwrap();
     let timelines: BTreeSet<String> = (0..50)
         .map(|seed| {
-            let trial = Trial::new(&scenario, seed, Timing::simulated(&scenario));
-            let run = sim::simulate(&trial, &target);
+            let run = simulate(&scenario, &target, seed);
             run.history
                 .attempts
                 .iter()
@@ -96,12 +99,11 @@ restart-after = "5ms"
 "#,
     )
     .unwrap();
-    let target = targets::find("ledger").unwrap();
+    let target = chaos::find("ledger").unwrap();
     for seed in 0..200 {
-        let trial = Trial::new(&scenario, seed, Timing::simulated(&scenario));
         assert_eq!(
-            sim::simulate(&trial, &target),
-            sim::simulate(&trial, &target),
+            simulate(&scenario, &target, seed),
+            simulate(&scenario, &target, seed),
             "seed {seed}"
         );
     }
@@ -112,9 +114,8 @@ restart-after = "5ms"
 #[test]
 fn a_long_clock_jump_costs_no_simulated_time() {
     let scenario = common::scenario("expired-history-target");
-    let target = targets::find("ledger").unwrap();
-    let trial = Trial::new(&scenario, 1, Timing::simulated(&scenario));
-    let run = sim::simulate(&trial, &target);
+    let target = chaos::find("ledger").unwrap();
+    let run = simulate(&scenario, &target, 1);
     assert!(run.error.is_none(), "{:?}", run.error);
     assert!(
         run.history.ended_at < 1_000,

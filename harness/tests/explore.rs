@@ -11,11 +11,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use chaos::check::{Check, Liveness, Status};
 use chaos::explore::{self, schedule, write, Exploration, Settings, Stop};
-use chaos::runner;
 use chaos::scenario::Scenario;
-use chaos::targets;
+use chaos::{Check, Liveness, Status};
 use proptest::strategy::{Strategy, ValueTree};
 
 fn settings(cases: u64, seed: u64) -> Settings {
@@ -29,7 +27,7 @@ fn settings(cases: u64, seed: u64) -> Settings {
 }
 
 fn explore_target(name: &str, settings: &Settings) -> Exploration {
-    let target = targets::find(name).unwrap();
+    let target = chaos::find(name).unwrap();
     explore::explore(&target, settings, &(), &AtomicBool::new(false))
 }
 
@@ -37,7 +35,7 @@ fn explore_target(name: &str, settings: &Settings) -> Exploration {
 /// that it is the same schedule and that replaying it fails the same way.
 fn assert_written_and_replayed(exploration: &Exploration, dir: &Path) {
     let found = &exploration.found[0];
-    let target = targets::find(&exploration.target).unwrap();
+    let target = chaos::find(&exploration.target).unwrap();
     let written = write::write(found, &exploration.target, &exploration.settings, dir, 0).unwrap();
     let text = std::fs::read_to_string(&written.path).unwrap();
     let parsed = Scenario::parse(&written.path, &text).unwrap_or_else(|error| panic!("{error}"));
@@ -59,7 +57,7 @@ fn assert_written_and_replayed(exploration: &Exploration, dir: &Path) {
         "{text}"
     );
 
-    let (verdict, _) = runner::run_trial(&parsed, &target, found.shrunk.case.seed);
+    let (verdict, _) = common::trial(&parsed, &target, found.shrunk.case.seed);
     assert_eq!(verdict.status, Status::Fail);
     assert_eq!(verdict.reason(), found.shrunk.verdict.reason());
 }
@@ -165,9 +163,9 @@ fn ledger_holds_on_every_explored_case() {
         .collect();
     assert!(found.is_empty(), "{}", found.join("\n"));
     assert_eq!(
-        exploration.cases_undecided, 0,
+        exploration.cases_unknown, 0,
         "{:?}",
-        exploration.first_undecided
+        exploration.first_unknown
     );
 }
 
@@ -240,7 +238,7 @@ fn generated_cases_cover_every_fault_kind_and_provider() {
 #[test]
 fn ledger_passes_what_exploring_it_once_found() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/explored");
-    let ledger = targets::find("ledger").unwrap();
+    let ledger = chaos::find("ledger").unwrap();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|entry| entry.unwrap().path())
@@ -258,7 +256,7 @@ fn ledger_passes_what_exploring_it_once_found() {
             .and_then(|seed| seed.trim().parse().ok())
             .unwrap_or_else(|| panic!("{} names no seed", path.display()));
         for seed in std::iter::once(found_with).chain(0..30) {
-            let (verdict, _) = runner::run_trial(&scenario, &ledger, seed);
+            let (verdict, _) = common::trial(&scenario, &ledger, seed);
             if verdict.status != Status::Pass {
                 problems.push(format!(
                     "{} seed {seed}: {}",
@@ -283,14 +281,14 @@ fn an_explored_schedule_is_not_asked_to_complete() {
              [[fault]]\nkind = \"lose-request\"\nnth = 1\nmode = \"hold\"\n"
         )
     };
-    let ledger = targets::find("ledger").unwrap();
+    let ledger = chaos::find("ledger").unwrap();
     let path = Path::new("x.toml");
     let hand_written = Scenario::parse(path, &text("lost-response")).unwrap();
-    let (verdict, _) = runner::run_trial(&hand_written, &ledger, 1);
+    let (verdict, _) = common::trial(&hand_written, &ledger, 1);
     assert_eq!(verdict.liveness, Liveness::Fail, "{:?}", verdict.findings);
 
     let explored = Scenario::parse(path, &text("explored")).unwrap();
-    let (verdict, _) = runner::run_trial(&explored, &ledger, 1);
+    let (verdict, _) = common::trial(&explored, &ledger, 1);
     assert_eq!(verdict.status, Status::Pass, "{:?}", verdict.findings);
     assert_eq!(verdict.liveness, Liveness::NotApplicable);
 }

@@ -13,12 +13,10 @@ mod common;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use chaos::report::{html, Summary};
-use chaos::runner::{self, Seeds};
-use chaos::targets;
+use chaos::Seeds;
 
 const LANES: [&str; 4] = ["agent", "target", "provider", "authority"];
 
@@ -30,14 +28,11 @@ fn summary() -> Summary {
         common::scenario("revoked-permission"),
         common::scenario("lost-response-keyed"),
     ];
-    runner::run(
+    common::sweep(
         &scenarios,
-        &targets::reference_targets(),
+        &chaos::reference_targets(),
         Seeds::Range { first: 0, count: 2 },
-        &(),
-        &AtomicBool::new(false),
     )
-    .unwrap()
 }
 
 #[test]
@@ -55,14 +50,11 @@ fn the_page_is_self_contained_and_escapes_what_it_shows() {
     assert!(!page.contains("<script>alert(1)"));
     assert!(page.contains("&lt;script&gt;alert(1)") && page.contains("&amp; more"));
     // A passing run renders too, with no case section.
-    let passing = runner::run(
+    let passing = common::sweep(
         &[common::scenario("lost-response-keyed")],
-        &[targets::find("ledger").unwrap()],
+        &[chaos::find("ledger").unwrap()],
         Seeds::One(1),
-        &(),
-        &AtomicBool::new(false),
-    )
-    .unwrap();
+    );
     let page = html::render(&passing);
     assert!(page.contains("all 1 cells passed") && !page.contains("id=\"cases\""));
 }
@@ -258,7 +250,7 @@ fn the_report_loads_without_console_errors_and_shows_the_swimlanes() {
     let failing: Vec<_> = summary
         .cells
         .iter()
-        .filter(|cell| cell.verdict != chaos::check::Status::Pass)
+        .filter(|cell| cell.verdict != chaos::Status::Pass)
         .collect();
     assert_eq!(
         lines.len(),

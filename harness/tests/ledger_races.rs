@@ -7,9 +7,8 @@ mod common;
 
 use std::time::Duration;
 
-use chaos::check::Status;
-use chaos::runner;
-use chaos::targets::ReferenceTarget;
+use chaos::SimTarget;
+use chaos::Status;
 use target_ledger::{Claim, DiskStore, Options, Record, RecordStore, Scope, StoreError};
 
 /// About what an fsync costs on the CI machine's disk.
@@ -45,8 +44,8 @@ impl RecordStore for SlowDurableWrites {
     }
 }
 
-fn ledger_with_slow_writes() -> ReferenceTarget {
-    ReferenceTarget {
+fn ledger_with_slow_writes() -> SimTarget {
+    SimTarget {
         info: target_ledger::info(),
         serve: |listener, shutdown, env| {
             let store = SlowDurableWrites(DiskStore::new(env.disk.clone()));
@@ -72,7 +71,7 @@ fn a_slow_claim_does_not_let_a_second_attempt_dispatch() {
         let scenario = common::scenario(name);
         let failures: Vec<String> = (0..100)
             .filter_map(|seed| {
-                let verdict = runner::run_trial(&scenario, &target, seed).0;
+                let verdict = common::trial(&scenario, &target, seed).0;
                 (verdict.status != Status::Pass)
                     .then(|| format!("seed {seed}: {}", verdict.reason().unwrap_or_default()))
             })
@@ -89,7 +88,7 @@ fn every_scenario_holds_with_slow_durable_writes() {
     let mut failures = Vec::new();
     for scenario in common::all_scenarios() {
         for seed in 0..30 {
-            let verdict = runner::run_trial(&scenario, &target, seed).0;
+            let verdict = common::trial(&scenario, &target, seed).0;
             if verdict.status != Status::Pass {
                 let reason = verdict.reason().unwrap_or_default();
                 failures.push(format!("{} seed {seed}: {reason}", scenario.name));

@@ -9,13 +9,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use chaos::check::{Check, Status};
-use chaos::live::{self, LiveRun};
-use chaos::plan::{Timing, Trial};
 use chaos::report::Summary;
-use chaos::runner::{self, Seeds, Sweep};
-use chaos::target_file::TargetFile;
-use chaos::targets::{self, Target};
+use chaos::{Check, RunOutput, Seeds, Status, Sweep, Target};
 
 fn target_file(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -25,7 +20,7 @@ fn target_file(relative: &str) -> PathBuf {
 
 fn target(relative: &str) -> Target {
     let path = target_file(relative);
-    targets::resolve(path.to_str().unwrap(), Path::new("unused"))
+    chaos::resolve(path.to_str().unwrap(), Path::new("unused"))
         .unwrap_or_else(|error| panic!("{error}"))
 }
 
@@ -34,7 +29,7 @@ fn run(scenarios: &[&str], target: &Target, seeds: u64) -> Summary {
         .iter()
         .map(|name| common::scenario(name))
         .collect();
-    runner::run_targets(
+    chaos::run(
         &scenarios,
         std::slice::from_ref(target),
         Sweep::new(Seeds::Range {
@@ -45,6 +40,20 @@ fn run(scenarios: &[&str], target: &Target, seeds: u64) -> Summary {
         &AtomicBool::new(false),
     )
     .expect("not cancelled")
+}
+
+/// One live trial of `scenario` against the target file at `relative`, with
+/// the target as the checkers knew it for the run.
+fn run_one(
+    scenario: &chaos::Scenario,
+    relative: &str,
+    seed: u64,
+) -> (RunOutput, chaos_kit::target::TargetInfo) {
+    let judged = chaos::judge(scenario, &target(relative), seed);
+    let (Some(output), Some(info)) = (judged.run, judged.target) else {
+        panic!("the trial did not run: {:?}", judged.verdict.reason());
+    };
+    (output, info)
 }
 
 fn all_scenario_names() -> Vec<String> {
@@ -73,7 +82,7 @@ fn assert_passes_everything(relative: &str) {
         })
         .collect();
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    assert_eq!(summary.transport, "live");
+    assert_eq!(summary.transport.to_string(), "live");
 }
 
 #[test]
@@ -216,13 +225,7 @@ fn the_python_target_is_caught_exactly_at_its_documented_weakness() {
 #[test]
 fn a_worker_restart_is_a_real_kill_and_restart() {
     let scenario = common::scenario("worker-restart");
-    let file = TargetFile::load(&target_file("ledger/target.toml")).unwrap();
-    live::build(&file, &AtomicBool::new(false)).unwrap();
-    let trial = Trial::in_namespace(&scenario, 3, Timing::live(), Some("restart-test"));
-    let LiveRun::Ran { output, .. } = live::run_trial(&trial, &file, &AtomicBool::new(false))
-    else {
-        panic!("the trial did not run");
-    };
+    let (output, _) = run_one(&scenario, "ledger/target.toml", 3);
     assert_eq!(output.error, None);
     let events: Vec<&str> = output
         .history
@@ -265,13 +268,7 @@ fn a_worker_restart_is_a_real_kill_and_restart() {
 #[test]
 fn a_live_clock_jump_is_waited_out_and_says_so() {
     let scenario = common::scenario("expired-history");
-    let file = TargetFile::load(&target_file("ledger/target.toml")).unwrap();
-    live::build(&file, &AtomicBool::new(false)).unwrap();
-    let trial = Trial::in_namespace(&scenario, 1, Timing::live(), Some("clock-test"));
-    let LiveRun::Ran { output, info } = live::run_trial(&trial, &file, &AtomicBool::new(false))
-    else {
-        panic!("the trial did not run");
-    };
+    let (output, info) = run_one(&scenario, "ledger/target.toml", 1);
     // The target's retention was shortened for the run, and the checker knows it.
     assert_eq!(info.retention, Some(std::time::Duration::from_secs(3)));
     let jump = output

@@ -6,35 +6,27 @@
 mod common;
 
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
 
-use chaos::check::Status;
-use chaos::exit::Exit;
 use chaos::report::compare::{self, ChangeKind};
 use chaos::report::{junit, markdown, Summary};
-use chaos::runner::{self, Seeds};
-use chaos::targets::{self, ReferenceTarget};
+use chaos::Exit;
+use chaos::Seeds;
+use chaos::SimTarget;
+use chaos::Status;
 
 /// The run the terminal table snapshot also uses (tests/table.rs).
-fn fixed_run(targets: &[ReferenceTarget]) -> Summary {
+fn fixed_run(targets: &[SimTarget]) -> Summary {
     let scenarios = vec![
         common::scenario("lost-response-keyed"),
         common::scenario("changed-payload"),
         common::scenario("revoked-permission"),
     ];
-    runner::run(
-        &scenarios,
-        targets,
-        Seeds::Range { first: 0, count: 3 },
-        &(),
-        &AtomicBool::new(false),
-    )
-    .unwrap()
+    common::sweep(&scenarios, targets, Seeds::Range { first: 0, count: 3 })
 }
 
 #[test]
 fn the_markdown_summary_reads_as_a_pull_request_comment() {
-    let summary = fixed_run(&targets::reference_targets());
+    let summary = fixed_run(&chaos::reference_targets());
     let text = markdown::render(&summary);
     insta::assert_snapshot!("markdown", text);
     // One row per scenario, and a rerun command per cell that did not pass.
@@ -51,7 +43,7 @@ fn the_markdown_summary_reads_as_a_pull_request_comment() {
 
 #[test]
 fn junit_parses_with_a_test_case_per_cell() {
-    let summary = fixed_run(&targets::reference_targets());
+    let summary = fixed_run(&chaos::reference_targets());
     let xml = junit::render(&summary);
     insta::assert_snapshot!("junit", xml);
 
@@ -133,8 +125,8 @@ fn junit_parses_with_a_test_case_per_cell() {
         .starts_with("run-incomplete: the simulation stopped"));
 }
 
-fn target(name: &str) -> ReferenceTarget {
-    targets::find(name).unwrap()
+fn target(name: &str) -> SimTarget {
+    chaos::find(name).unwrap()
 }
 
 /// Targets from different reports become columns side by side, Hermitage-style.

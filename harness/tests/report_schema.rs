@@ -5,25 +5,19 @@
 
 mod common;
 
-use std::sync::atomic::AtomicBool;
-
 use chaos::report::{self, json, merge, Format, Payloads, Summary};
-use chaos::runner::{self, Partition, Seeds, Sweep};
 use chaos::scenario::Scenario;
-use chaos::targets;
+use chaos::{Partition, Seeds, Sweep};
 
 fn sweep(scenarios: &[Scenario], seeds: Seeds, payloads: Payloads) -> Summary {
-    runner::run_sweep(
+    common::run_sweep(
         scenarios,
-        &targets::reference_targets(),
+        &chaos::reference_targets(),
         Sweep {
             payloads,
             ..Sweep::new(seeds)
         },
-        &(),
-        &AtomicBool::new(false),
     )
-    .expect("not cancelled")
 }
 
 fn as_json(summary: &Summary) -> serde_json::Value {
@@ -46,17 +40,14 @@ fn every_kind_of_report_matches_the_schema() {
 
     let shards: Vec<Summary> = (1..=3)
         .map(|index| {
-            runner::run_sweep(
+            common::run_sweep(
                 &scenarios,
-                &targets::reference_targets(),
+                &chaos::reference_targets(),
                 Sweep {
                     partition: Some(Partition { index, total: 3 }),
                     ..Sweep::new(seeds)
                 },
-                &(),
-                &AtomicBool::new(false),
             )
-            .unwrap()
         })
         .collect();
     for shard in &shards {
@@ -201,4 +192,24 @@ fn payloads_and_tokens_are_redacted_unless_asked_for() {
         assert!(text.contains(secret), "report.json lacks '{secret}'");
     }
     assert!(report::html::render(&included).contains("tok-5"));
+}
+
+/// The schema's list of checks is the checker's table, in its order: a new
+/// check cannot reach a report the schema would reject.
+#[test]
+fn the_schema_names_exactly_the_checks_chaos_has() {
+    let text =
+        std::fs::read_to_string(common::repo_root().join("docs/report.schema.json")).unwrap();
+    let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let listed: Vec<&str> = schema["$defs"]["check"]["enum"]
+        .as_array()
+        .expect("the schema lists the checks")
+        .iter()
+        .map(|name| name.as_str().unwrap())
+        .collect();
+    let mut known: Vec<&str> = chaos::Check::ALL.iter().map(|(_, name)| *name).collect();
+    let mut sorted_listed = listed.clone();
+    sorted_listed.sort_unstable();
+    known.sort_unstable();
+    assert_eq!(sorted_listed, known);
 }

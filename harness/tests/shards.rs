@@ -4,25 +4,19 @@
 
 mod common;
 
-use std::sync::atomic::AtomicBool;
-
 use chaos::report::{merge, Summary};
-use chaos::runner::{self, Partition, Seeds, Sweep};
-use chaos::targets;
+use chaos::{Partition, Seeds, Sweep};
 
 fn run(seeds: Seeds, partition: Option<Partition>, failures_kept: usize) -> Summary {
-    runner::run_sweep(
+    common::run_sweep(
         &common::all_scenarios(),
-        &targets::reference_targets(),
+        &chaos::reference_targets(),
         Sweep {
             partition,
             failures_kept,
             ..Sweep::new(seeds)
         },
-        &(),
-        &AtomicBool::new(false),
     )
-    .expect("not cancelled")
 }
 
 #[test]
@@ -74,17 +68,14 @@ fn merged_shards_equal_the_unsharded_run() {
 #[test]
 fn a_shard_reports_only_its_own_cells() {
     // 1 scenario x 3 targets x 2 seeds = 6 trials; shard 6/6 holds only the last.
-    let shard = runner::run_sweep(
+    let shard = common::run_sweep(
         &[common::scenario("changed-payload")],
-        &targets::reference_targets(),
+        &chaos::reference_targets(),
         Sweep {
             partition: Some(Partition { index: 6, total: 6 }),
             ..Sweep::new(Seeds::Range { first: 0, count: 2 })
         },
-        &(),
-        &AtomicBool::new(false),
-    )
-    .unwrap();
+    );
     assert_eq!(shard.cells.len(), 1);
     assert_eq!(shard.cells[0].target, "ledger");
     assert_eq!(shard.cells[0].seeds_run, 1);

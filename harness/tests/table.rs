@@ -2,11 +2,8 @@
 
 mod common;
 
-use std::sync::atomic::AtomicBool;
-
 use chaos::report::table;
-use chaos::runner::{self, Seeds};
-use chaos::targets;
+use chaos::Seeds;
 
 #[test]
 fn the_matrix_reads_at_a_glance() {
@@ -15,15 +12,8 @@ fn the_matrix_reads_at_a_glance() {
         common::scenario("changed-payload"),
         common::scenario("revoked-permission"),
     ];
-    let targets = targets::reference_targets();
-    let summary = runner::run(
-        &scenarios,
-        &targets,
-        Seeds::Range { first: 0, count: 3 },
-        &(),
-        &AtomicBool::new(false),
-    )
-    .unwrap();
+    let targets = chaos::reference_targets();
+    let summary = common::sweep(&scenarios, &targets, Seeds::Range { first: 0, count: 3 });
     insta::assert_snapshot!("matrix", table::render(&summary, false));
     insta::assert_snapshot!(
         "failures",

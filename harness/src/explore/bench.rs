@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use super::{explore, Exploration, Settings};
-use crate::targets::ReferenceTarget;
+use crate::sim::SimTarget;
 
 /// The counts.
 pub const LEDGER_CASES: u64 = 10_000;
@@ -25,8 +25,8 @@ pub struct ExploreBench {
 
 /// Explores `ledger` once, and each broken target once per seed in `0..seeds`.
 pub fn bench(
-    ledger: &ReferenceTarget,
-    broken: &[ReferenceTarget],
+    ledger: &SimTarget,
+    broken: &[SimTarget],
     seeds: u64,
     cancel: &AtomicBool,
 ) -> ExploreBench {
@@ -65,10 +65,10 @@ impl ExploreBench {
                 self.ledger.cases_run
             ));
         }
-        if self.ledger.cases_undecided > 0 {
+        if self.ledger.cases_unknown > 0 {
             problems.push(format!(
                 "ledger: {} case(s) undecided",
-                self.ledger.cases_undecided
+                self.ledger.cases_unknown
             ));
         }
         for (target, runs) in &self.broken {
@@ -107,7 +107,7 @@ impl ExploreBench {
             self.ledger.exploring.as_secs_f64(),
             self.ledger.cases_per_second(),
             self.ledger.found.len(),
-            self.ledger.cases_undecided
+            self.ledger.cases_unknown
         ));
         for (target, runs) in &self.broken {
             let found: Vec<&Exploration> =

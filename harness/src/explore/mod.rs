@@ -11,7 +11,6 @@
 //! `chaos run` replays ([`write`]).
 
 pub mod bench;
-pub mod progress;
 pub mod schedule;
 pub mod shrink;
 pub mod write;
@@ -27,9 +26,10 @@ use rayon::prelude::*;
 
 use crate::check::{Check, Status, Verdict};
 use crate::exit::Exit;
-use crate::runner;
+use crate::progress::Observer;
 use crate::scenario::Scenario;
-use crate::targets::ReferenceTarget;
+use crate::sim::SimTarget;
+use crate::trial;
 use schedule::Case;
 use shrink::Shrunk;
 
@@ -74,7 +74,10 @@ pub struct Found {
 
 impl Found {
     pub fn check(&self) -> Check {
-        shrink::decisive_check(&self.shrunk.verdict).expect("a found failure has a decisive check")
+        self.shrunk
+            .verdict
+            .failed_check()
+            .expect("a found failure has a decisive check")
     }
 
     pub fn reason(&self) -> String {
@@ -106,9 +109,9 @@ pub struct Exploration {
     pub cases_failed: u64,
     /// Cases whose verdict could not be reached (the simulation panicked or
     /// ran out of simulated time).
-    pub cases_undecided: u64,
-    /// The first undecided case, to look into.
-    pub first_undecided: Option<(u64, Case, String)>,
+    pub cases_unknown: u64,
+    /// The first unknown case, to look into.
+    pub first_unknown: Option<(u64, Case, String)>,
     pub found: Vec<Found>,
     pub stop: Stop,
     /// Time spent running cases, shrinking excluded.
@@ -133,22 +136,13 @@ impl Exploration {
             Exit::InvariantViolated
         } else if self.stop == Stop::Interrupted {
             Exit::Interrupted
-        } else if self.cases_undecided > 0 {
-            Exit::Undecided
+        } else if self.cases_unknown > 0 {
+            Exit::Unknown
         } else {
             Exit::Success
         }
     }
 }
-
-/// Hears how an exploration is going; called from the exploring thread.
-pub trait Observer: Sync {
-    fn cases_done(&self, _run: u64, _failed: u64) {}
-    fn shrinking(&self, _shrunk: &Shrunk) {}
-    fn finished(&self) {}
-}
-
-impl Observer for () {}
 
 /// The proptest runner for `seed`: ChaCha, the algorithm proptest keeps
 /// stable, seeded with the seed's bytes.
@@ -162,14 +156,17 @@ pub fn runner_for(seed: u64) -> TestRunner {
 }
 
 /// Runs one case against `target`, judged as `chaos run` would judge it.
-pub fn judge(case: &Case, target: &ReferenceTarget) -> Verdict {
+pub fn judge(case: &Case, target: &SimTarget) -> Verdict {
     let scenario = case.scenario("explored", PathBuf::from("explored.toml"), String::new());
-    runner::run_trial(&scenario, target, case.seed).0
+    let never = AtomicBool::new(false);
+    trial::judge(target, &scenario, case.seed, &never)
+        .expect("a trial nobody cancels runs to its end")
+        .verdict
 }
 
 /// Explores up to `settings.cases` cases against `target`.
 pub fn explore(
-    target: &ReferenceTarget,
+    target: &SimTarget,
     settings: &Settings,
     observer: &dyn Observer,
     cancel: &AtomicBool,
@@ -183,14 +180,15 @@ pub fn explore(
     let mut batch = (rayon::current_num_threads() * 2) as u64;
     let largest_batch = batch * 16;
     let judge_case = |case: &Case| judge(case, target);
+    observer.started(settings.cases);
 
     let mut exploration = Exploration {
         target: target.info.name.clone(),
         settings: settings.clone(),
         cases_run: 0,
         cases_failed: 0,
-        cases_undecided: 0,
-        first_undecided: None,
+        cases_unknown: 0,
+        first_unknown: None,
         found: Vec::new(),
         stop: Stop::Cases,
         exploring: Duration::ZERO,
@@ -229,9 +227,9 @@ pub fn explore(
             match verdict.status {
                 Status::Pass => {}
                 Status::Unknown => {
-                    exploration.cases_undecided += 1;
-                    if exploration.first_undecided.is_none() {
-                        exploration.first_undecided = Some((
+                    exploration.cases_unknown += 1;
+                    if exploration.first_unknown.is_none() {
+                        exploration.first_unknown = Some((
                             exploration.cases_run,
                             tree.current(),
                             verdict.reason().unwrap_or_default(),
@@ -240,7 +238,7 @@ pub fn explore(
                 }
                 Status::Fail => {
                     exploration.cases_failed += 1;
-                    let check = shrink::decisive_check(&verdict);
+                    let check = verdict.failed_check();
                     if exploration
                         .found
                         .iter()
@@ -251,14 +249,20 @@ pub fn explore(
                     exploration
                         .first_failure_after
                         .get_or_insert(started.elapsed());
-                    observer.cases_done(exploration.cases_run, exploration.cases_failed);
+                    progressed(observer, &exploration);
                     let original = tree.current();
                     let original_reason = verdict.reason().unwrap_or_default();
                     let shrunk = shrink::shrink(
                         tree,
                         verdict,
                         &judge_case,
-                        &|shrunk| observer.shrinking(shrunk),
+                        &|shrunk| {
+                            observer.note(format!(
+                                "shrinking: {} steps, {} fault(s) left",
+                                shrunk.steps,
+                                shrunk.case.faults.len()
+                            ))
+                        },
                         cancel,
                     );
                     exploration.found.push(Found {
@@ -278,9 +282,16 @@ pub fn explore(
                 }
             }
         }
-        observer.cases_done(exploration.cases_run, exploration.cases_failed);
+        progressed(observer, &exploration);
     }
     observer.finished();
     exploration.elapsed = started.elapsed();
     exploration
+}
+
+fn progressed(observer: &dyn Observer, exploration: &Exploration) {
+    observer.progressed(exploration.cases_run);
+    if exploration.cases_failed > 0 {
+        observer.note(format!("{} failing", exploration.cases_failed));
+    }
 }

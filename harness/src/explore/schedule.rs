@@ -16,16 +16,18 @@ use chaos_kit::protocol::ProviderProfile;
 use proptest::collection::vec;
 use proptest::prelude::*;
 
-use crate::fault::{CrashPoint, Fault, Grant, Hop, LossMode};
+use crate::fault::{self, Fault, Space, Trigger};
 use crate::scenario::{
     Call, Expectations, NetworkSetup, PayloadVariant, ProviderSetup, Scenario, TestKind, Workload,
 };
+use crate::simplify::{lower_ms, lower_u32};
 
-/// At most this many faults in one schedule.
+/// At most this many faults in one schedule. Each kind bounds its own values
+/// (`fault::*`): the clock jumps it makes, the longest delay, the slowest restart.
 pub const MAX_FAULTS: usize = 4;
 /// At most this many call steps.
 pub const MAX_CALLS: usize = 4;
-/// Faults fire at one of the first this-many dispatches or answers: later ones
+/// Faults act on one of the first this-many dispatches or answers: later ones
 /// seldom exist in a run of a few calls.
 pub const MAX_NTH: u32 = 6;
 /// Attempts per worker, the agent's retry budget.
@@ -34,29 +36,12 @@ pub const MAX_ATTEMPTS: u32 = 8;
 pub const MAX_CONCURRENCY: u32 = 8;
 /// The logical operations a run's calls choose from.
 pub const OPERATIONS: [&str; 3] = ["a", "b", "c"];
-/// Clock jumps, smallest first. Each crosses a retention boundary the others
-/// do not: 1h (a provider's short retention), 24h (its usual one), 7 days
-/// (ledger's own). No sum of up to [`MAX_FAULTS`] of them lands within a
-/// millisecond of one of those boundaries, where the order of a claim and a
-/// commit in the same millisecond would decide the verdict.
-pub const CLOCK_JUMPS: [Duration; 5] = [
-    Duration::from_secs(60),
-    Duration::from_secs(2 * 3_600),
-    Duration::from_secs(25 * 3_600),
-    Duration::from_secs(8 * 86_400),
-    Duration::from_secs(400 * 86_400),
-];
 /// Provider retentions, the usual first.
 pub const RETENTIONS: [Option<Duration>; 3] = [
     Some(Duration::from_secs(24 * 3_600)),
     None,
     Some(Duration::from_secs(3_600)),
 ];
-/// A target is restarted at most this long after a crash.
-pub const MAX_RESTART_MS: u64 = 60;
-/// An answer is delayed at most this long (past the agent's timeout of the
-/// slowest network, 72 ms).
-pub const MAX_DELAY_MS: u64 = 80;
 /// The provider's processing delay widens races, and stays a few milliseconds:
 /// far inside the time a target takes to give up on a dispatch and come back
 /// with a retry's lookup or re-send. A provider that silently commits after
@@ -80,7 +65,7 @@ pub struct Case {
 /// Every case, or every case against one provider profile.
 pub fn cases(profile: Option<ProviderProfile>) -> impl Strategy<Value = Case> {
     (
-        vec(fault(), 0..=MAX_FAULTS),
+        vec(fault::strategy(SPACE), 0..=MAX_FAULTS),
         vec(call(), 1..=MAX_CALLS),
         provider(profile),
         network(),
@@ -99,68 +84,11 @@ pub fn cases(profile: Option<ProviderProfile>) -> impl Strategy<Value = Case> {
         })
 }
 
-fn fault() -> impl Strategy<Value = Fault> {
-    prop_oneof![
-        3 => (hop(), nth(), loss_mode())
-            .prop_map(|(hop, nth, mode)| Fault::LoseResponse { hop, nth, mode }),
-        2 => (nth(), loss_mode()).prop_map(|(nth, mode)| Fault::LoseRequest { nth, mode }),
-        1 => (hop(), nth(), 1..=MAX_DELAY_MS).prop_map(|(hop, nth, by)| Fault::Delay {
-            hop,
-            nth,
-            by: Duration::from_millis(by),
-        }),
-        2 => (crash_point(), nth(), 1..=MAX_RESTART_MS).prop_map(|(at, nth, restart)| {
-            Fault::CrashTarget {
-                at,
-                nth,
-                restart_after: Duration::from_millis(restart),
-            }
-        }),
-        2 => (0..CLOCK_JUMPS.len(), trigger()).prop_map(|(jump, (after_call, after_commit))| {
-            Fault::AdvanceClock {
-                by: CLOCK_JUMPS[jump],
-                after_call,
-                after_commit,
-            }
-        }),
-        1 => (grant(), trigger()).prop_map(|(grant, (after_call, after_commit))| Fault::Revoke {
-            grant,
-            after_call,
-            after_commit,
-        }),
-    ]
-}
-
-fn nth() -> impl Strategy<Value = u32> {
-    1..=MAX_NTH
-}
-
-fn hop() -> impl Strategy<Value = Hop> {
-    prop_oneof![Just(Hop::ProviderToTarget), Just(Hop::TargetToAgent)]
-}
-
-fn loss_mode() -> impl Strategy<Value = LossMode> {
-    prop_oneof![Just(LossMode::Hold), Just(LossMode::Reset)]
-}
-
-fn crash_point() -> impl Strategy<Value = CrashPoint> {
-    prop_oneof![
-        Just(CrashPoint::AfterCommit),
-        Just(CrashPoint::BeforeDispatch)
-    ]
-}
-
-fn grant() -> impl Strategy<Value = Grant> {
-    prop_oneof![Just(Grant::Token), Just(Grant::Scope)]
-}
-
-/// `(after-call, after-commit)`, exactly one set.
-fn trigger() -> impl Strategy<Value = (Option<u32>, Option<u32>)> {
-    prop_oneof![
-        (1..=MAX_CALLS as u32).prop_map(|call| (Some(call), None)),
-        nth().prop_map(|dispatch| (None, Some(dispatch))),
-    ]
-}
+/// The part of the fault space cases draw from.
+const SPACE: Space = Space {
+    calls: MAX_CALLS as u32,
+    nth: MAX_NTH,
+};
 
 fn call() -> impl Strategy<Value = Call> {
     (
@@ -219,15 +147,7 @@ impl Case {
     pub fn normalized(mut self) -> Case {
         let calls = self.calls.len().max(1) as u32;
         for fault in &mut self.faults {
-            if let Fault::AdvanceClock {
-                after_call: Some(call),
-                ..
-            }
-            | Fault::Revoke {
-                after_call: Some(call),
-                ..
-            } = fault
-            {
+            if let Some(Trigger::AfterCall(call)) = fault.trigger_mut() {
                 *call = (*call).clamp(1, calls);
             }
         }
@@ -276,15 +196,7 @@ impl Case {
                 case.calls.remove(index);
                 let removed = index as u32 + 1;
                 for fault in &mut case.faults {
-                    if let Fault::AdvanceClock {
-                        after_call: Some(call),
-                        ..
-                    }
-                    | Fault::Revoke {
-                        after_call: Some(call),
-                        ..
-                    } = fault
-                    {
+                    if let Some(Trigger::AfterCall(call)) = fault.trigger_mut() {
                         if *call > removed {
                             *call -= 1;
                         }
@@ -310,7 +222,7 @@ impl Case {
         }
         candidates.push(renamed);
         for (index, fault) in self.faults.iter().enumerate() {
-            for simpler in simpler_fault(fault) {
+            for simpler in fault.simpler() {
                 let mut case = self.clone();
                 case.faults[index] = simpler;
                 candidates.push(case);
@@ -345,152 +257,6 @@ impl Case {
                 new
             })
             .collect()
-    }
-}
-
-/// Toward `low`: `low` itself, halfway, one less.
-fn lower(value: u64, low: u64) -> Vec<u64> {
-    let mut steps = Vec::new();
-    for step in [
-        low,
-        low + (value - low.min(value)) / 2,
-        value.saturating_sub(1),
-    ] {
-        if step >= low && step < value && !steps.contains(&step) {
-            steps.push(step);
-        }
-    }
-    steps
-}
-
-fn lower_ms(value: Duration, low_ms: u64) -> Vec<Duration> {
-    lower(value.as_millis() as u64, low_ms)
-        .into_iter()
-        .map(Duration::from_millis)
-        .collect()
-}
-
-fn lower_u32(value: u32, low: u32) -> Vec<u32> {
-    lower(u64::from(value), u64::from(low))
-        .into_iter()
-        .map(|step| step as u32)
-        .collect()
-}
-
-fn simpler_fault(fault: &Fault) -> Vec<Fault> {
-    let mut simpler = Vec::new();
-    match *fault {
-        Fault::LoseRequest { nth, mode } => {
-            simpler.extend(
-                lower_u32(nth, 1)
-                    .into_iter()
-                    .map(|nth| Fault::LoseRequest { nth, mode }),
-            );
-            if mode == LossMode::Reset {
-                simpler.push(Fault::LoseRequest {
-                    nth,
-                    mode: LossMode::Hold,
-                });
-            }
-        }
-        Fault::LoseResponse { hop, nth, mode } => {
-            simpler.extend(
-                lower_u32(nth, 1)
-                    .into_iter()
-                    .map(|nth| Fault::LoseResponse { hop, nth, mode }),
-            );
-            if mode == LossMode::Reset {
-                simpler.push(Fault::LoseResponse {
-                    hop,
-                    nth,
-                    mode: LossMode::Hold,
-                });
-            }
-        }
-        Fault::Delay { hop, nth, by } => {
-            simpler.extend(
-                lower_u32(nth, 1)
-                    .into_iter()
-                    .map(|nth| Fault::Delay { hop, nth, by }),
-            );
-            simpler.extend(
-                lower_ms(by, 1)
-                    .into_iter()
-                    .map(|by| Fault::Delay { hop, nth, by }),
-            );
-        }
-        Fault::CrashTarget {
-            at,
-            nth,
-            restart_after,
-        } => {
-            simpler.extend(lower_u32(nth, 1).into_iter().map(|nth| Fault::CrashTarget {
-                at,
-                nth,
-                restart_after,
-            }));
-            simpler.extend(lower_ms(restart_after, 1).into_iter().map(|restart_after| {
-                Fault::CrashTarget {
-                    at,
-                    nth,
-                    restart_after,
-                }
-            }));
-        }
-        Fault::AdvanceClock {
-            by,
-            after_call,
-            after_commit,
-        } => {
-            let level = CLOCK_JUMPS.iter().position(|jump| *jump == by).unwrap_or(0);
-            simpler.extend(
-                lower(level as u64, 0)
-                    .into_iter()
-                    .map(|level| Fault::AdvanceClock {
-                        by: CLOCK_JUMPS[level as usize],
-                        after_call,
-                        after_commit,
-                    }),
-            );
-            for (after_call, after_commit) in simpler_trigger(after_call, after_commit) {
-                simpler.push(Fault::AdvanceClock {
-                    by,
-                    after_call,
-                    after_commit,
-                });
-            }
-        }
-        Fault::Revoke {
-            grant,
-            after_call,
-            after_commit,
-        } => {
-            for (after_call, after_commit) in simpler_trigger(after_call, after_commit) {
-                simpler.push(Fault::Revoke {
-                    grant,
-                    after_call,
-                    after_commit,
-                });
-            }
-        }
-    }
-    simpler
-}
-
-fn simpler_trigger(
-    after_call: Option<u32>,
-    after_commit: Option<u32>,
-) -> Vec<(Option<u32>, Option<u32>)> {
-    match (after_call, after_commit) {
-        (Some(call), None) => lower_u32(call, 1)
-            .into_iter()
-            .map(|call| (Some(call), None))
-            .collect(),
-        (None, Some(dispatch)) => lower_u32(dispatch, 1)
-            .into_iter()
-            .map(|dispatch| (None, Some(dispatch)))
-            .collect(),
-        _ => Vec::new(),
     }
 }
 
@@ -599,41 +365,6 @@ mod tests {
                 .unwrap()
                 .current();
             assert_eq!(case.provider.profile, ProviderProfile::Lookup);
-        }
-    }
-
-    #[test]
-    fn lowering_moves_toward_the_floor() {
-        assert_eq!(lower(10, 1), vec![1, 5, 9]);
-        assert_eq!(lower(2, 1), vec![1]);
-        assert!(lower(1, 1).is_empty());
-    }
-
-    #[test]
-    fn no_sum_of_clock_jumps_lands_on_a_retention_boundary() {
-        let boundaries_ms: Vec<u64> = [3_600u64, 86_400, 7 * 86_400]
-            .iter()
-            .map(|seconds| seconds * 1_000)
-            .collect();
-        let jumps: Vec<u64> = CLOCK_JUMPS
-            .iter()
-            .map(|jump| jump.as_millis() as u64)
-            .collect();
-        let mut sums = vec![0u64];
-        for _ in 0..MAX_FAULTS {
-            let next: Vec<u64> = sums
-                .iter()
-                .flat_map(|sum| jumps.iter().map(move |jump| sum + jump))
-                .collect();
-            sums.extend(next);
-        }
-        for sum in sums {
-            for boundary in &boundaries_ms {
-                assert!(
-                    sum.abs_diff(*boundary) > 60_000,
-                    "{sum} ms is near {boundary} ms"
-                );
-            }
         }
     }
 }

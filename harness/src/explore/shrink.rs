@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use proptest::strategy::ValueTree;
 
 use super::schedule::Case;
-use crate::check::{Check, Status, Verdict};
+use crate::check::Verdict;
 
 /// Shrinking stops after this many candidate runs, however far it got.
 pub const MAX_SHRINK_STEPS: u64 = 5_000;
@@ -29,13 +29,6 @@ pub struct Shrunk {
     pub complete: bool,
 }
 
-/// The check that decided a failing verdict.
-pub fn decisive_check(verdict: &Verdict) -> Option<Check> {
-    (verdict.status == Status::Fail)
-        .then(|| verdict.decisive().map(|finding| finding.check))
-        .flatten()
-}
-
 /// Shrinks the failing `tree.current()`, whose verdict is `verdict`. `judge`
 /// runs one case; `on_step` hears of every candidate run.
 pub fn shrink<T: ValueTree<Value = Case>>(
@@ -45,9 +38,8 @@ pub fn shrink<T: ValueTree<Value = Case>>(
     on_step: &dyn Fn(&Shrunk),
     cancel: &AtomicBool,
 ) -> Shrunk {
-    let check = decisive_check(&verdict);
-    let fails_the_same_way =
-        |verdict: &Verdict| check.is_some() && decisive_check(verdict) == check;
+    let check = verdict.failed_check();
+    let fails_the_same_way = |verdict: &Verdict| check.is_some() && verdict.failed_check() == check;
     let mut best = Shrunk {
         case: tree.current(),
         verdict,

@@ -5,8 +5,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::{Found, Settings};
-use crate::report::json::write_atomically;
-use crate::report::rerun_command;
+use crate::fs::write_atomically;
+use crate::sweep::rerun_command;
 
 /// A scenario file written for one failure.
 #[derive(Debug, Clone, PartialEq, Eq)]

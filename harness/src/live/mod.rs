@@ -4,45 +4,48 @@
 //! the provider and the authority are HTTP servers on 127.0.0.1 on ports the
 //! OS picks, the agent talks to the target's port, and the target is a process
 //! started from its target file with the `CHAOS_*` environment
-//! (`docs/target-protocol.md`), in a process group of its own.
+//! (`docs/target-protocol.md`), in a process group of its own ([`launch`]).
 //!
-//! The driver loop mirrors the simulator's: where `sim` calls `sim.crash` and
-//! `sim.bounce`, this one SIGKILLs the target's process group when the nemesis
-//! asks (the provider has committed and holds its answer), waits
-//! `restart-after`, starts the same command on the same state directory, and
-//! waits for it to be ready again. Clock jumps become waits
-//! ([`schedule`]). The output is the same [`RunOutput`], judged by the same
-//! checkers; a trial that could not run at all is an honest `unknown`.
+//! The driver loop mirrors the simulator's and shares its crash schedule
+//! ([`Crashes`]): where `sim` calls `sim.crash` and `sim.bounce`, this one
+//! SIGKILLs the target's process group when the nemesis asks (the provider
+//! has committed and holds its answer), and after `restart-after` starts the
+//! same command on the same state directory and waits for it to be ready
+//! again. Clock jumps become waits ([`schedule`]). The output is the same
+//! [`RunOutput`], judged by the same checkers; a trial that could not run at
+//! all is an honest `unknown`.
 
+mod error;
+mod launch;
 mod net;
-pub mod process;
-pub mod schedule;
+pub(crate) mod schedule;
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use chaos_kit::http::{self, CallFailure, Request};
 use chaos_kit::net::TcpNetwork;
 use chaos_kit::process as env_vars;
-use chaos_kit::target::TargetInfo;
 use tokio::sync::watch;
 
-use crate::check::{self, Check, Liveness, Status, Verdict};
-use crate::fault::Fault;
-use crate::history::{AttemptEnd, History, RunOutput};
+use crate::fault::Live;
+use crate::history::{AttemptEnd, RunOutput};
 use crate::plan::{Timing, Trial};
-use crate::roles::agent::{self, AgentEnv, Script, StatusMapping};
+use crate::roles::agent::{self, Script, StatusMapping};
 use crate::roles::clock::{HarnessClock, RealTimeline, Timeline};
+use crate::roles::nemesis::{Crashes, Due};
 use crate::roles::Cast;
 use crate::scenario::Scenario;
+use crate::sweep::Transport;
 use crate::target_file::TargetFile;
+use crate::trial::{Driver, Run};
+pub(crate) use error::{Error, Result};
+use launch::{describe_exit, Launch, TargetProcess};
 use net::{bind_loopback, exposed_listeners, reserve_port, GatedNetwork, LOOPBACK};
-use process::{describe_exit, Launch, TargetProcess};
 
-pub use process::end_all as end_all_targets;
+pub(crate) use launch::end_all as end_all_targets;
 
 /// How often the driver looks at the nemesis, the target and the cancel flag.
 const POLL: Duration = Duration::from_millis(2);
@@ -50,25 +53,66 @@ const POLL: Duration = Duration::from_millis(2);
 const PROBE_EVERY: Duration = Duration::from_millis(10);
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// What became of one live trial.
-#[derive(Debug)]
-pub enum LiveRun {
-    /// The trial ran (perhaps cut short: then `output.error` says why).
-    /// `info` carries the retention in force for this run.
-    Ran { output: RunOutput, info: TargetInfo },
-    /// The trial could not run: this scenario cannot be done live, or the
-    /// target never became ready. Every seed of the cell would say the same.
-    NotRun { reason: String },
-    /// Ctrl-C: the target was ended and nothing is judged.
-    Cancelled,
+/// Runs a target file's trials: built once, before its first trial, then one
+/// real process per trial.
+pub(crate) struct LiveDriver<'a> {
+    file: &'a TargetFile,
+    built: OnceLock<std::result::Result<(), String>>,
 }
 
-/// Runs a target file's `build` command, once, before its first trial.
-pub fn build(target: &TargetFile, cancel: &AtomicBool) -> Result<(), String> {
+impl<'a> LiveDriver<'a> {
+    pub(crate) fn new(file: &'a TargetFile) -> LiveDriver<'a> {
+        LiveDriver {
+            file,
+            built: OnceLock::new(),
+        }
+    }
+}
+
+impl Driver for LiveDriver<'_> {
+    fn transport(&self) -> Transport {
+        Transport::Live
+    }
+
+    fn parallel(&self) -> bool {
+        false
+    }
+
+    /// Live targets keep state across runs (a database): a rerun of the same
+    /// seed must not find the previous run's records, so each live trial gets
+    /// fresh identities, while the seed still decides every timing.
+    fn plan<'s>(&self, scenario: &'s Scenario, seed: u64) -> Trial<'s> {
+        Trial::in_namespace(scenario, seed, Timing::live(), Some(&fresh_namespace()))
+    }
+
+    fn run(&self, trial: &Trial<'_>, cancel: &AtomicBool) -> Run {
+        let built = self
+            .built
+            .get_or_init(|| build(self.file, cancel).map_err(|error| error.to_string()));
+        if let Err(reason) = built {
+            return Run::Blocked {
+                reason: reason.clone(),
+            };
+        }
+        match run_trial(trial, self.file, cancel) {
+            Ok(Some((output, retention))) => Run::Ran {
+                output,
+                target: self.file.info_with_retention(retention),
+            },
+            Ok(None) => Run::Cancelled,
+            Err(error) => Run::Blocked {
+                reason: error.to_string(),
+            },
+        }
+    }
+}
+
+/// Runs a target file's `build` command.
+fn build(target: &TargetFile, cancel: &AtomicBool) -> Result<()> {
     let Some(command) = &target.build else {
         return Ok(());
     };
-    let dir = TrialDir::create().map_err(|error| format!("failed to prepare a build: {error}"))?;
+    let dir = TrialDir::create().map_err(Error::BuildDir)?;
     let launch = Launch {
         command: command.clone(),
         workdir: target.workdir.clone(),
@@ -81,114 +125,28 @@ pub fn build(target: &TargetFile, cancel: &AtomicBool) -> Result<(), String> {
         target.name,
         launch.display()
     );
-    let mut process = TargetProcess::spawn(&launch)
-        .map_err(|error| format!("failed to build target '{}': {error}", target.name))?;
+    let mut process = TargetProcess::spawn(&launch).map_err(|error| Error::BuildNotStarted {
+        target: target.name.clone(),
+        source: error,
+    })?;
     loop {
         if let Some(status) = process.exited() {
             return if status.success() {
                 Ok(())
             } else {
-                Err(format!(
-                    "failed to build target '{}': `{}` ended with {}; the last lines of its stderr:\n{}",
-                    target.name,
-                    launch.display(),
-                    describe_exit(status),
-                    process.stderr_tail()
-                ))
+                Err(Error::BuildFailed {
+                    target: target.name.clone(),
+                    command: launch.display(),
+                    status: describe_exit(status),
+                    stderr: process.stderr_tail(),
+                }
+                .into())
             };
         }
         if cancel.load(Ordering::Relaxed) {
-            return Err("cancelled".into());
+            return Err(Error::BuildCancelled.into());
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// One live trial, judged.
-pub struct Judged<'a> {
-    pub trial: Trial<'a>,
-    pub verdict: Verdict,
-    /// What the run produced, when it ran.
-    pub run: Option<RunOutput>,
-    /// The trial could not run at all (the target never got ready, the
-    /// scenario cannot be done live): every seed of the cell would say the
-    /// same, so the run moves on to the next cell.
-    pub cell_blocked: bool,
-}
-
-/// Plans, runs and judges one live trial of `scenario` against `target` with
-/// fresh identities. `None` when cancelled.
-pub fn judge_trial<'a>(
-    scenario: &'a Scenario,
-    target: &TargetFile,
-    built: &Result<(), String>,
-    seed: u64,
-    cancel: &AtomicBool,
-) -> Option<Judged<'a>> {
-    let namespace = fresh_namespace();
-    let trial = Trial::in_namespace(scenario, seed, Timing::live(), Some(&namespace));
-    let blocked = |trial, reason: String| Judged {
-        trial,
-        verdict: Verdict::undecided(reason),
-        run: None,
-        cell_blocked: true,
-    };
-    if let Err(why) = built {
-        return Some(blocked(trial, why.clone()));
-    }
-    if cancel.load(Ordering::Relaxed) {
-        return None;
-    }
-    match catch_unwind(AssertUnwindSafe(|| run_trial(&trial, target, cancel))) {
-        Ok(LiveRun::Cancelled) => None,
-        Ok(LiveRun::NotRun { reason }) => Some(blocked(trial, reason)),
-        Ok(LiveRun::Ran { output, info }) => {
-            let verdict = catch_unwind(AssertUnwindSafe(|| check::check(&trial, &info, &output)))
-                .unwrap_or_else(|_| Verdict::undecided("the checker failed".into()));
-            Some(Judged {
-                verdict: judge_cut_short(verdict, output.error.is_some()),
-                run: Some(output),
-                trial,
-                cell_blocked: false,
-            })
-        }
-        Err(_) => Some(Judged {
-            trial,
-            verdict: Verdict::undecided("the live driver panicked; the target was ended".into()),
-            run: None,
-            cell_blocked: false,
-        }),
-    }
-}
-
-/// A live run cut short (its target died, or hung) leaves operations without
-/// their effect or their answer. Those findings are the cut's doing, not the
-/// target's: unless something else failed, the verdict is `unknown`.
-fn judge_cut_short(verdict: Verdict, cut_short: bool) -> Verdict {
-    let artefacts = [
-        Check::MissingEffect,
-        Check::Stuck,
-        Check::UnexpectedOutcome,
-        Check::RunIncomplete,
-    ];
-    let real_failure = verdict
-        .findings
-        .iter()
-        .any(|finding| !artefacts.contains(&finding.check));
-    if !cut_short || real_failure {
-        return verdict;
-    }
-    // What remains to say is why the run was cut short.
-    Verdict {
-        status: Status::Unknown,
-        safety: Status::Unknown,
-        liveness: Liveness::Unknown,
-        findings: verdict
-            .findings
-            .into_iter()
-            .filter(|finding| finding.check == Check::RunIncomplete)
-            .collect(),
-        operations: verdict.operations,
     }
 }
 
@@ -206,27 +164,19 @@ fn fresh_namespace() -> String {
 
 /// Runs one trial against `target`, on a runtime of its own: when the trial
 /// ends, everything it started (held answers, connections) ends with it.
-pub fn run_trial(trial: &Trial<'_>, target: &TargetFile, cancel: &AtomicBool) -> LiveRun {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+/// `Ok(None)` when cancelled; with the output, the target's retention in
+/// force for the run.
+fn run_trial(
+    trial: &Trial<'_>,
+    target: &TargetFile,
+    cancel: &AtomicBool,
+) -> Result<Option<(RunOutput, Option<Duration>)>> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            return LiveRun::NotRun {
-                reason: format!("failed to start an async runtime: {error}"),
-            }
-        }
-    };
-    let dir = match TrialDir::create() {
-        Ok(dir) => dir,
-        Err(error) => {
-            return LiveRun::NotRun {
-                reason: format!("failed to create the trial's state directory: {error}"),
-            }
-        }
-    };
+        .map_err(Error::Runtime)?;
+    let dir = TrialDir::create().map_err(Error::StateDir)?;
     let run = runtime.block_on(drive(trial, target, cancel, &dir));
     runtime.shutdown_timeout(Duration::from_millis(200));
     run
@@ -237,28 +187,19 @@ async fn drive(
     target: &TargetFile,
     cancel: &AtomicBool,
     dir: &TrialDir,
-) -> LiveRun {
+) -> Result<Option<(RunOutput, Option<Duration>)>> {
     let scenario = trial.scenario;
     let timing = trial.timing;
-    let time = match schedule::live_time(scenario, target.retention) {
-        Ok(time) => time,
-        Err(why) => {
-            return LiveRun::NotRun {
-                reason: format!("scenario '{}' cannot be run live: {why}", scenario.name),
-            }
-        }
-    };
+    let time = schedule::live_time(scenario, target.retention).map_err(|why| Error::NotLive {
+        scenario: scenario.name.clone(),
+        why,
+    })?;
 
     let timeline: Arc<dyn Timeline> = Arc::new(RealTimeline::start());
-    let clock = Arc::new(HarnessClock::system());
-    let Cast {
-        authority,
-        nemesis,
-        provider,
-    } = Cast::new(
+    let cast = Cast::new(
         trial,
         timeline.clone(),
-        clock.clone(),
+        Arc::new(HarnessClock::system()),
         time.provider_retention,
         time.clock_waits.clone(),
     );
@@ -266,30 +207,17 @@ async fn drive(
     // The harness's servers: on 127.0.0.1 only, until `stop` is dropped.
     let (stop, stopped) = watch::channel(());
     let provider_addr = {
-        let provider = provider.clone();
+        let provider = cast.provider.clone();
         let handler = http::handler(move |request| provider.clone().handle(request));
-        match serve_on_loopback(handler, stopped.clone()).await {
-            Ok(addr) => addr,
-            Err(reason) => return LiveRun::NotRun { reason },
-        }
+        serve_on_loopback(handler, stopped.clone()).await?
     };
     let authority_addr = {
-        let authority = authority.clone();
+        let authority = cast.authority.clone();
         let handler = http::handler(move |request| authority.clone().handle(request));
-        match serve_on_loopback(handler, stopped).await {
-            Ok(addr) => addr,
-            Err(reason) => return LiveRun::NotRun { reason },
-        }
+        serve_on_loopback(handler, stopped).await?
     };
 
-    let target_addr = match reserve_port() {
-        Ok(port) => format!("{LOOPBACK}:{port}"),
-        Err(error) => {
-            return LiveRun::NotRun {
-                reason: format!("failed to find a free port on 127.0.0.1 for the target: {error}"),
-            }
-        }
-    };
+    let target_addr = format!("{LOOPBACK}:{}", reserve_port().map_err(Error::NoPort)?);
     let launch = launch(
         target,
         trial,
@@ -299,38 +227,30 @@ async fn drive(
         &provider_addr,
         &authority_addr,
     );
-    let mut process = match start(&launch, &target_addr, target, cancel).await {
-        Started::Ready(process) => process,
-        Started::Cancelled => return LiveRun::Cancelled,
-        Started::Failed(why) => return LiveRun::NotRun { reason: why },
+    let Some(mut process) = start(&launch, &target_addr, target, cancel).await? else {
+        return Ok(None);
     };
-    if let Some(reason) = exposure(target, &target_addr) {
-        return LiveRun::NotRun { reason };
-    }
+    exposure(target, &target_addr)?;
 
     let (gate, gate_open) = watch::channel(true);
-    let attempts = Arc::new(Mutex::new(Vec::new()));
-    let env = AgentEnv {
-        http: http::Client::new(Arc::new(GatedNetwork { up: gate_open })),
-        target: target_addr.clone(),
-        timeline: timeline.clone(),
-        clock: clock.clone(),
-        nemesis: nemesis.clone(),
-        mapping: StatusMapping {
+    let env = cast.agent_env(
+        http::Client::new(Arc::new(GatedNetwork { up: gate_open })),
+        target_addr.clone(),
+        StatusMapping {
             overrides: target.status.clone(),
         },
-        attempts: attempts.clone(),
-    };
+    );
     let mut agent = tokio::spawn(agent::run(Script::from_trial(trial), env));
 
     let limit = run_limit(trial, target, &time);
     let started = Instant::now();
-    let mut error = None;
+    let mut crashes = Crashes::default();
+    let mut error: Option<Box<Error>> = None;
     'run: loop {
         tokio::select! {
             ended = &mut agent => {
                 if let Err(failure) = ended {
-                    error = Some(format!("the agent failed: {failure}"));
+                    error = Some(Error::Agent(failure.to_string()).into());
                 }
                 break;
             }
@@ -338,61 +258,68 @@ async fn drive(
         }
         if cancel.load(Ordering::Relaxed) {
             agent.abort();
-            return LiveRun::Cancelled;
+            return Ok(None);
         }
-        while let Some(crash) = nemesis.take_crash_request() {
-            // The agent's next connection waits for the restart, as the issue's
-            // "kill, restart, then retry" asks.
-            gate.send_replace(false);
-            process.kill();
-            nemesis.record_at(
-                timeline.now(),
-                None,
-                "target killed (SIGKILL to its process group)".into(),
-            );
-            tokio::time::sleep(crash.restart_after).await;
-            match start(&launch, &target_addr, target, cancel).await {
-                Started::Ready(restarted) => {
-                    process = restarted;
-                    if let Some(reason) = exposure(target, &target_addr) {
-                        error = Some(reason);
+        while let Some(due) = crashes.due(&cast.nemesis, timeline.now()) {
+            match due {
+                Due::Kill => {
+                    // The agent's next connection waits for the restart, as
+                    // "kill, restart, then retry" asks.
+                    gate.send_replace(false);
+                    process.kill();
+                    crashes.killed(
+                        &cast.nemesis,
+                        timeline.now(),
+                        "target killed (SIGKILL to its process group)",
+                    );
+                }
+                Due::Restart => match start(&launch, &target_addr, target, cancel).await {
+                    Ok(Some(restarted)) => {
+                        process = restarted;
+                        if let Err(exposed) = exposure(target, &target_addr) {
+                            error = Some(exposed);
+                            break 'run;
+                        }
+                        crashes.restarted(&cast.nemesis, timeline.now());
+                        gate.send_replace(true);
+                    }
+                    Ok(None) => {
+                        agent.abort();
+                        return Ok(None);
+                    }
+                    Err(why) => {
+                        error = Some(Error::NoRestart(why).into());
                         break 'run;
                     }
-                    nemesis.record_at(timeline.now(), None, "target restarted".into());
-                    gate.send_replace(true);
-                }
-                Started::Cancelled => {
-                    agent.abort();
-                    return LiveRun::Cancelled;
-                }
-                Started::Failed(why) => {
-                    error = Some(format!(
-                        "the target did not come back after a restart: {why}"
-                    ));
-                    break 'run;
-                }
+                },
             }
         }
-        if let Some(status) = process.exited() {
-            error = Some(format!(
-                "the target exited on its own during the run ({}); the last lines of its stderr:\n{}",
-                describe_exit(status),
-                process.stderr_tail()
-            ));
-            break;
+        if !crashes.down() {
+            if let Some(status) = process.exited() {
+                error = Some(
+                    Error::ExitedDuringRun {
+                        status: describe_exit(status),
+                        stderr: process.stderr_tail(),
+                    }
+                    .into(),
+                );
+                break;
+            }
         }
         if started.elapsed() > limit {
-            error = Some(format!(
-                "the run did not finish within {}: the target hangs; the last lines of its stderr:\n{}",
-                humantime::format_duration(Duration::from_secs(limit.as_secs())),
-                process.stderr_tail()
-            ));
+            error = Some(
+                Error::RunTooLong {
+                    limit: Duration::from_secs(limit.as_secs()),
+                    stderr: process.stderr_tail(),
+                }
+                .into(),
+            );
             break;
         }
     }
     agent.abort();
-    let attempts = std::mem::take(&mut *attempts.lock().unwrap_or_else(|p| p.into_inner()));
     // A target that answers nothing at all hangs: its cell cannot be judged.
+    let attempts = cast.attempts();
     let unanswered = attempts.iter().all(|attempt| {
         matches!(
             attempt.end,
@@ -402,56 +329,50 @@ async fn drive(
         )
     });
     if error.is_none() && !attempts.is_empty() && unanswered {
-        error = Some(format!(
-            "the target hangs: none of its {} attempt(s) was answered within {}; the last lines of its stderr:\n{}",
-            attempts.len(),
-            humantime::format_duration(timing.agent_timeout),
-            process.stderr_tail()
-        ));
+        error = Some(
+            Error::Unanswered {
+                attempts: attempts.len(),
+                timeout: timing.agent_timeout,
+                stderr: process.stderr_tail(),
+            }
+            .into(),
+        );
     }
     process.kill();
     drop(stop);
-
-    let history = History {
-        attempts,
-        faults: nemesis.events(),
-        authorizations: authority.decisions(),
-        ended_at: timeline.now(),
-    };
-    LiveRun::Ran {
-        output: RunOutput {
-            history,
-            ledger: provider.ledger(),
-            error,
-        },
-        info: target.info_with_retention(time.target_retention),
-    }
+    let output = cast.finish(timeline.now(), error.map(|error| error.to_string()));
+    Ok(Some((output, time.target_retention)))
 }
 
-/// Why the target cannot be run, if it listens on its port beyond 127.0.0.1.
-fn exposure(target: &TargetFile, target_addr: &str) -> Option<String> {
-    let port: u16 = target_addr.rsplit(':').next()?.parse().ok()?;
+/// Refuses a target that listens on its port beyond 127.0.0.1.
+fn exposure(target: &TargetFile, target_addr: &str) -> Result<()> {
+    let Some(port) = target_addr
+        .rsplit(':')
+        .next()
+        .and_then(|port| port.parse::<u16>().ok())
+    else {
+        return Ok(());
+    };
     let exposed = exposed_listeners(port);
-    (!exposed.is_empty()).then(|| {
-        format!(
-            "target '{}' listens on port {port} beyond 127.0.0.1 (kernel address {}): it must listen on CHAOS_LISTEN_ADDR ({target_addr}) only, or a test run would expose it to the network",
-            target.name,
-            exposed.join(", ")
-        )
-    })
+    if exposed.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Exposed {
+        target: target.name.clone(),
+        port,
+        exposed,
+        addr: target_addr.to_owned(),
+    }
+    .into())
 }
 
 /// Serves `handler` on 127.0.0.1 on a port the OS picks; returns `host:port`.
 async fn serve_on_loopback(
     handler: http::Handler,
     mut stopped: watch::Receiver<()>,
-) -> Result<String, String> {
-    let listener = bind_loopback()
-        .await
-        .map_err(|error| format!("failed to listen on 127.0.0.1: {error}"))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|error| format!("failed to read a listener's address: {error}"))?;
+) -> Result<String> {
+    let listener = bind_loopback().await.map_err(Error::Listen)?;
+    let addr = listener.local_addr().map_err(Error::Listen)?;
     tokio::spawn(http::serve(
         listener,
         async move {
@@ -522,46 +443,45 @@ fn launch(
     }
 }
 
-enum Started {
-    Ready(TargetProcess),
-    Cancelled,
-    Failed(String),
-}
-
-/// Starts the target and waits until `GET /healthz` answers 200.
-async fn start(launch: &Launch, addr: &str, target: &TargetFile, cancel: &AtomicBool) -> Started {
-    let mut process = match TargetProcess::spawn(launch) {
-        Ok(process) => process,
-        Err(why) => return Started::Failed(why),
-    };
+/// Starts the target and waits until `GET /healthz` answers 200; `None` when
+/// cancelled meanwhile.
+async fn start(
+    launch: &Launch,
+    addr: &str,
+    target: &TargetFile,
+    cancel: &AtomicBool,
+) -> Result<Option<TargetProcess>> {
+    let mut process = TargetProcess::spawn(launch)?;
     let deadline = Instant::now() + target.ready_timeout;
     loop {
         if cancel.load(Ordering::Relaxed) {
-            return Started::Cancelled;
+            return Ok(None);
         }
         if let Some(status) = process.exited() {
-            return Started::Failed(format!(
-                "target '{}' (`{}`) exited before it was ready ({}); the last lines of its stderr:\n{}",
-                target.name,
-                launch.display(),
-                describe_exit(status),
-                process.stderr_tail()
-            ));
+            return Err(Error::ExitedBeforeReady {
+                target: target.name.clone(),
+                command: launch.display(),
+                status: describe_exit(status),
+                stderr: process.stderr_tail(),
+            }
+            .into());
         }
         let last =
             match http::call(&TcpNetwork, addr, Request::get("/healthz"), PROBE_TIMEOUT).await {
-                Ok(response) if response.status == 200 => return Started::Ready(process),
+                Ok(response) if response.status == 200 => return Ok(Some(process)),
                 Ok(response) => format!("status {}", response.status),
                 Err(failure) => failure.to_string(),
             };
         if Instant::now() >= deadline {
-            return Started::Failed(format!(
-                "target '{}' (`{}`) did not answer GET /healthz on {addr} with 200 within {} (last: {last}); the last lines of its stderr:\n{}",
-                target.name,
-                launch.display(),
-                humantime::format_duration(target.ready_timeout),
-                process.stderr_tail()
-            ));
+            return Err(Error::NeverReady {
+                target: target.name.clone(),
+                command: launch.display(),
+                addr: addr.to_owned(),
+                timeout: target.ready_timeout,
+                last,
+                stderr: process.stderr_tail(),
+            }
+            .into());
         }
         tokio::time::sleep(PROBE_EVERY).await;
     }
@@ -577,7 +497,7 @@ fn run_limit(trial: &Trial<'_>, target: &TargetFile, time: &schedule::LiveTime) 
         .scenario
         .faults
         .iter()
-        .filter(|fault| matches!(fault, Fault::CrashTarget { .. }))
+        .filter(|fault| fault.live() == Live::Restarts)
         .count() as u32;
     (timing.agent_timeout + timing.backoff_max) * attempts
         + waits

@@ -8,17 +8,17 @@ use tokio::sync::watch;
 
 /// The only address anything of the harness listens on, and the only one it
 /// tells a target to listen on.
-pub const LOOPBACK: Ipv4Addr = Ipv4Addr::LOCALHOST;
+pub(crate) const LOOPBACK: Ipv4Addr = Ipv4Addr::LOCALHOST;
 
 /// A listener on 127.0.0.1, on a port the OS picks.
-pub async fn bind_loopback() -> io::Result<tokio::net::TcpListener> {
+pub(crate) async fn bind_loopback() -> io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind(SocketAddr::from((LOOPBACK, 0))).await
 }
 
 /// A free port on 127.0.0.1 for the target: the OS picks it, and it is
 /// released for the target to bind. (Another process could take it in
 /// between; the target then fails to start, and says so on its stderr.)
-pub fn reserve_port() -> io::Result<u16> {
+pub(crate) fn reserve_port() -> io::Result<u16> {
     let listener = std::net::TcpListener::bind(SocketAddr::from((LOOPBACK, 0)))?;
     Ok(listener.local_addr()?.port())
 }
@@ -26,7 +26,7 @@ pub fn reserve_port() -> io::Result<u16> {
 /// The addresses something listens on at `port` beyond loopback (e.g.
 /// `0.0.0.0`), from the kernel's socket tables: a target must listen on
 /// `CHAOS_LISTEN_ADDR` only, or a chaos run would expose it to the network.
-pub fn exposed_listeners(port: u16) -> Vec<String> {
+pub(crate) fn exposed_listeners(port: u16) -> Vec<String> {
     let mut exposed = Vec::new();
     for (table, loopback) in [
         ("/proc/net/tcp", &["0100007F"][..]),
@@ -68,8 +68,8 @@ fn listeners_beyond(table: &str, port: u16, loopback: &[&str]) -> Vec<String> {
 /// burning the agent's retries on "connection refused" from a port nobody
 /// listens on for a moment. The agent's own timeout still bounds the wait.
 #[derive(Debug, Clone)]
-pub struct GatedNetwork {
-    pub up: watch::Receiver<bool>,
+pub(crate) struct GatedNetwork {
+    pub(crate) up: watch::Receiver<bool>,
 }
 
 impl Network for GatedNetwork {

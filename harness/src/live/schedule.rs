@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use chaos_kit::protocol::ProviderProfile;
 
-use crate::fault::Fault;
+use crate::fault::Live;
 use crate::roles::nemesis::ClockWait;
 use crate::scenario::Scenario;
 use crate::target_file::Retention;
@@ -27,31 +27,34 @@ const LONGER: Duration = Duration::from_secs(3);
 /// target's clock, the checker's) agree it has passed.
 const MARGIN: Duration = Duration::from_millis(250);
 /// The longest the harness waits for one trial's clock jumps.
-pub const WAIT_LIMIT: Duration = Duration::from_secs(60);
+pub(crate) const WAIT_LIMIT: Duration = Duration::from_secs(60);
 
 /// What a live trial does about time.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LiveTime {
+pub(crate) struct LiveTime {
     /// The provider's retention for this run (its config and
     /// `CHAOS_PROVIDER_RETENTION_MS`).
-    pub provider_retention: Option<Duration>,
+    pub(crate) provider_retention: Option<Duration>,
     /// The target's retention for this run (`CHAOS_RETENTION_MS`, and what the
     /// checker judges "past retention" by).
-    pub target_retention: Option<Duration>,
+    pub(crate) target_retention: Option<Duration>,
     /// The scenario's clock jumps, by fault index, as waits.
-    pub clock_waits: BTreeMap<usize, ClockWait>,
+    pub(crate) clock_waits: BTreeMap<usize, ClockWait>,
 }
 
 /// Decides the retentions and waits of a live run of `scenario` against a
 /// target declaring `retention`; `Err` says why the scenario cannot be run live.
-pub fn live_time(scenario: &Scenario, retention: Option<Retention>) -> Result<LiveTime, String> {
+pub(crate) fn live_time(
+    scenario: &Scenario,
+    retention: Option<Retention>,
+) -> Result<LiveTime, String> {
     let jumps: Vec<(usize, Duration)> = scenario
         .faults
         .iter()
         .enumerate()
-        .filter_map(|(index, fault)| match fault {
-            Fault::AdvanceClock { by, .. } => Some((index, *by)),
-            _ => None,
+        .filter_map(|(index, fault)| match fault.live() {
+            Live::ClockJump(by) => Some((index, by)),
+            Live::AsSimulated | Live::Restarts => None,
         })
         .collect();
     let provider_declared = match scenario.provider.profile {

@@ -137,7 +137,7 @@ pub fn compare(reports: &[(String, Summary)]) -> Comparison {
         .map(|(label, summary)| ReportInfo {
             label: label.clone(),
             chaos_version: summary.chaos_version.clone(),
-            transport: summary.transport.clone(),
+            transport: summary.transport.to_string(),
             seeds: summary.seeds_label(),
         })
         .collect();

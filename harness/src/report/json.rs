@@ -1,31 +1,48 @@
-//! `report.json`: the [`Summary`] as versioned JSON, written atomically.
+//! `report.json`: the [`Summary`] as versioned JSON, and reading one back
+//! (for `chaos compare` and `chaos merge`).
 
-use std::io;
 use std::path::{Path, PathBuf};
 
-use super::Summary;
+use super::{Summary, SCHEMA_VERSION};
 
 pub fn render(summary: &Summary) -> String {
     serde_json::to_string_pretty(summary).expect("a summary always serialises")
 }
 
-/// Writes `report.json` into `dir`. The file appears whole or not at all: it is
-/// written beside its final name and renamed into place.
-pub fn write(summary: &Summary, dir: &Path) -> io::Result<PathBuf> {
-    write_atomically(&dir.join("report.json"), render(summary).as_bytes())
+/// A file that is not a report.json this chaos can read, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("failed to read the report {}: {why}", path.display())]
+pub struct ReadError {
+    pub path: PathBuf,
+    pub why: String,
 }
 
-/// Writes `bytes` to `path` through a temporary file and a rename.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
+/// Reads a report.json, checking its schema version first so an old or
+/// foreign file gets a message saying what to do.
+pub fn read(path: &Path) -> Result<Summary, ReadError> {
+    let error = |why: String| ReadError {
+        path: path.to_owned(),
+        why,
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| error(source.to_string()))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|source| {
+        error(format!(
+            "it is not JSON ({source}); pass a report.json written by `chaos run`"
+        ))
+    })?;
+    match value.get("schema_version").and_then(|version| version.as_u64()) {
+        Some(version) if version == u64::from(SCHEMA_VERSION) => {}
+        Some(version) => {
+            return Err(error(format!(
+                "it has schema version {version}, this chaos reads version {SCHEMA_VERSION}; regenerate it with this chaos"
+            )))
+        }
+        None => {
+            return Err(error(
+                "it has no schema_version, so it is not a chaos report.json".into(),
+            ))
+        }
     }
-    let file_name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "report".into());
-    let temporary = path.with_file_name(format!(".{file_name}.partial"));
-    std::fs::write(&temporary, bytes)?;
-    std::fs::rename(&temporary, path)?;
-    Ok(path.to_owned())
+    serde_json::from_value(value)
+        .map_err(|source| error(format!("{source} (see docs/report.schema.json)")))
 }

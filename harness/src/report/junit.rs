@@ -13,7 +13,7 @@ pub fn render(summary: &Summary) -> String {
     let mut report = Report::new("chaos");
     for target in &summary.targets {
         let mut suite = TestSuite::new(target.name.as_str());
-        suite.add_property(Property::new("transport", summary.transport.as_str()));
+        suite.add_property(Property::new("transport", summary.transport.to_string()));
         suite.add_property(Property::new("seeds", summary.seeds_label()));
         for cell in summary
             .cells
@@ -67,7 +67,7 @@ fn test_case(cell: &CellSummary) -> TestCase {
         "effects",
         format!("{}/{}", cell.effects_observed_max, cell.effects_expected),
     ));
-    if let Some(seed) = cell.first_failing_seed.or(cell.first_undecided_seed) {
+    if let Some(seed) = cell.first_failing_seed.or(cell.first_unknown_seed) {
         case.add_property(Property::new("first-failing-seed", seed.to_string()));
     }
     case

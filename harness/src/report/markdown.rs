@@ -13,10 +13,10 @@ pub fn render(summary: &Summary) -> String {
     let totals = summary.totals();
     let headline = if totals.failed > 0 {
         format!("❌ {} of {} cells failed", totals.failed, totals.cells)
-    } else if totals.undecided > 0 {
+    } else if totals.unknown > 0 {
         format!(
             "⚠️ {} of {} cells could not be decided",
-            totals.undecided, totals.cells
+            totals.unknown, totals.cells
         )
     } else {
         format!("✅ all {} cells passed", totals.cells)
@@ -69,7 +69,7 @@ pub fn render(summary: &Summary) -> String {
     if !failing.is_empty() {
         let _ = writeln!(out, "\n### Did not pass ({})\n", failing.len());
         for cell in failing {
-            let seed = cell.first_failing_seed.or(cell.first_undecided_seed);
+            let seed = cell.first_failing_seed.or(cell.first_unknown_seed);
             let _ = writeln!(
                 out,
                 "- **{} × {}** — {}{}: {}",

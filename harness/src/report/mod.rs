@@ -10,9 +10,11 @@
 //! - [`compare`]: several reports side by side, and the regressions between them;
 //! - [`merge`]: shard reports of one partitioned run, combined into one.
 //!
-//! [`record`] is the per-seed record the detailed formats draw from.
+//! [`fold`] folds judged trials into the cells of a [`Summary`] as they
+//! come; [`record`] is the per-seed record the detailed formats draw from.
 
 pub mod compare;
+pub(crate) mod fold;
 pub mod html;
 pub mod json;
 pub mod junit;
@@ -28,11 +30,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::check::{Liveness, Status, Verdict};
 use crate::exit::Exit;
-use crate::runner::{Partition, Seeds, FAILURES_KEPT_PER_CELL};
 use crate::scenario::{Scenario, TestKind};
-use crate::targets::ReferenceTarget;
+use crate::sweep::{Partition, Seeds, Transport, Transports, FAILURES_KEPT_PER_CELL};
 
-pub use record::{Payloads, SeedFailure};
+pub use crate::sweep::Payloads;
+pub use record::SeedFailure;
 
 /// Version of the JSON report's schema; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -41,7 +43,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub struct Summary {
     pub schema_version: u32,
     pub chaos_version: String,
-    pub transport: String,
+    pub transport: Transports,
     pub seeds: SeedsRun,
     /// The shard this report covers (`--partition K/N`); `null` for a whole run.
     pub partition: Option<Partition>,
@@ -77,27 +79,23 @@ pub struct TargetMeta {
     pub retention: Option<String>,
     /// `sim` or `live`. Written only for live targets, so the reports of
     /// simulated runs read as they always did.
-    #[serde(default = "sim_transport", skip_serializing_if = "is_sim")]
-    pub transport: String,
+    #[serde(default = "sim_transport", skip_serializing_if = "Transport::is_sim")]
+    pub transport: Transport,
 }
 
-fn sim_transport() -> String {
-    "sim".into()
-}
-
-fn is_sim(transport: &str) -> bool {
-    transport == "sim"
+fn sim_transport() -> Transport {
+    Transport::Sim
 }
 
 impl TargetMeta {
-    pub fn of(info: &chaos_kit::target::TargetInfo, transport: &str) -> TargetMeta {
+    pub fn of(info: &chaos_kit::target::TargetInfo, transport: Transport) -> TargetMeta {
         TargetMeta {
             name: info.name.clone(),
             summary: info.summary.clone(),
             retention: info
                 .retention
                 .map(|retention| humantime::format_duration(retention).to_string()),
-            transport: transport.into(),
+            transport,
         }
     }
 }
@@ -114,7 +112,8 @@ pub struct CellSummary {
     pub seeds_failed: u64,
     pub seeds_unknown: u64,
     pub first_failing_seed: Option<u64>,
-    pub first_undecided_seed: Option<u64>,
+    #[serde(rename = "first_undecided_seed")]
+    pub first_unknown_seed: Option<u64>,
     /// The exact command that reruns the first failing (or undecided) seed.
     pub rerun: Option<String>,
     /// The reason of the first failing (or undecided) seed, one line.
@@ -142,7 +141,7 @@ impl CellSummary {
             seeds_failed: 0,
             seeds_unknown: 0,
             first_failing_seed: None,
-            first_undecided_seed: None,
+            first_unknown_seed: None,
             rerun: None,
             reason: None,
             effects_expected,
@@ -250,7 +249,7 @@ impl CellSummary {
             .iter()
             .find(|failure| failure.verdict == Status::Fail)
             .map(|failure| failure.seed);
-        self.first_undecided_seed = self
+        self.first_unknown_seed = self
             .failures
             .iter()
             .find(|failure| failure.verdict == Status::Unknown)
@@ -267,25 +266,7 @@ impl CellSummary {
     }
 }
 
-/// The command that replays one trial exactly.
-pub fn rerun_command(scenario_path: &str, target: &str, seed: u64) -> String {
-    format!("chaos run {scenario_path} --target {target} --seed {seed}")
-}
-
 impl Summary {
-    pub fn new(
-        scenarios: &[Scenario],
-        targets: &[ReferenceTarget],
-        seeds: Seeds,
-        cells: Vec<CellSummary>,
-    ) -> Summary {
-        let metas = targets
-            .iter()
-            .map(|target| TargetMeta::of(&target.info, "sim"))
-            .collect();
-        Summary::for_targets(scenarios, metas, seeds, cells)
-    }
-
     /// A summary of targets of any transport; its `transport` is `sim`, `live`
     /// or `sim+live`.
     pub fn for_targets(
@@ -294,24 +275,11 @@ impl Summary {
         seeds: Seeds,
         cells: Vec<CellSummary>,
     ) -> Summary {
-        let (first, count) = match seeds {
-            Seeds::Range { first, count } => (first, count),
-            Seeds::One(seed) => (seed, 1),
-        };
-        let mut transports: Vec<&str> = targets
-            .iter()
-            .map(|target| target.transport.as_str())
-            .collect();
-        transports.sort_unstable_by_key(|transport| *transport != "sim");
-        transports.dedup();
+        let (first, count) = seeds.first_and_count();
         Summary {
             schema_version: SCHEMA_VERSION,
             chaos_version: env!("CARGO_PKG_VERSION").to_owned(),
-            transport: if transports.is_empty() {
-                "sim".into()
-            } else {
-                transports.join("+")
-            },
+            transport: Transports::of(targets.iter().map(|target| target.transport)),
             seeds: SeedsRun { first, count },
             partition: None,
             payloads: Payloads::Redacted,
@@ -339,7 +307,7 @@ impl Summary {
             .iter()
             .any(|cell| cell.verdict == Status::Unknown)
         {
-            Exit::Undecided
+            Exit::Unknown
         } else {
             Exit::Success
         }
@@ -363,7 +331,7 @@ impl Summary {
             cells: self.cells.len(),
             passed: count(Status::Pass),
             failed: count(Status::Fail),
-            undecided: count(Status::Unknown),
+            unknown: count(Status::Unknown),
         }
     }
 
@@ -390,7 +358,7 @@ pub struct Totals {
     pub cells: usize,
     pub passed: usize,
     pub failed: usize,
-    pub undecided: usize,
+    pub unknown: usize,
 }
 
 /// The words a verdict is shown with: `FAIL (stuck)` when only liveness failed.
@@ -469,7 +437,7 @@ pub fn write(summary: &Summary, dir: &Path, formats: &[Format]) -> io::Result<Ve
         .collect();
     rendered
         .iter()
-        .map(|(path, text)| json::write_atomically(path, text.as_bytes()))
+        .map(|(path, text)| crate::fs::write_atomically(path, text.as_bytes()))
         .collect()
 }
 
@@ -479,7 +447,7 @@ mod tests {
     use crate::check::Verdict;
 
     fn failure(seed: u64, status: Status) -> SeedFailure {
-        let mut verdict = Verdict::undecided(format!("seed {seed}"));
+        let mut verdict = Verdict::unknown(format!("seed {seed}"));
         verdict.status = status;
         SeedFailure::new(
             seed,

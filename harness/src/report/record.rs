@@ -13,24 +13,16 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use crate::check::view::attempts_of;
 use crate::check::{Check, Finding, OperationSummary, Status, Verdict};
-use crate::fault::{Fault, Hop};
+pub use crate::fault::Role;
 use crate::history::{
-    Attempt, AttemptEnd, AuthDecision, Dispatch, Effect, FaultEvent, Ledger, Ms, RunOutput,
+    Attempt, AttemptEnd, AuthDecision, Dispatch, Effect, FaultEvent, Happened, Ledger, Ms,
+    RunOutput,
 };
 use crate::plan::Trial;
 use crate::scenario::PayloadVariant;
-
-/// Whether payload bytes and tokens appear in the report.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Payloads {
-    /// Payload bytes and the token are left out (`null`); the default.
-    #[default]
-    Redacted,
-    /// Asked for with `--include-payloads`.
-    Included,
-}
+use crate::sweep::Payloads;
 
 /// Detail of one failing (or undecided) seed of a cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -120,29 +112,6 @@ pub struct AttemptRecord {
     pub end: AttemptEnd,
 }
 
-/// Which role a fault acts on; `clock` jumps move every role's wall clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Role {
-    Agent,
-    Target,
-    Provider,
-    Authority,
-    Clock,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Agent => "agent",
-            Role::Target => "target",
-            Role::Provider => "provider",
-            Role::Authority => "authority",
-            Role::Clock => "clock",
-        }
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FaultRecord {
     pub at: Ms,
@@ -152,6 +121,18 @@ pub struct FaultRecord {
     pub kind: Option<String>,
     pub role: Role,
     pub description: String,
+    /// What the driver carried out, for a consequence; absent for a fault.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consequence: Option<Consequence>,
+}
+
+/// What a driver carries out for a crash: the timeline shades the time
+/// between a kill and its restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Consequence {
+    TargetKilled,
+    TargetRestarted,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -235,18 +216,7 @@ impl SeedFailure {
             .map(|(index, operation)| {
                 let subject = Some(operation.subject.clone());
                 let ledger = LedgerSlice::of(&run.ledger, |of| *of == subject);
-                let mut own: Vec<&Attempt> = attempts
-                    .iter()
-                    .filter(|attempt| attempt.operation == index)
-                    .collect();
-                own.sort_by_key(|attempt| {
-                    (
-                        attempt.sent_at,
-                        attempt.call,
-                        attempt.worker,
-                        attempt.attempt,
-                    )
-                });
+                let own = attempts_of(run, index);
                 let span = own
                     .iter()
                     .map(|attempt| attempt.sent_at)
@@ -338,30 +308,21 @@ fn auth_record<'a>(
 
 fn fault_record(trial: &Trial<'_>, event: &FaultEvent) -> FaultRecord {
     let fault = event
-        .fault
+        .fault()
         .and_then(|index| trial.scenario.faults.get(index));
+    let consequence = match event.what {
+        Happened::TargetKilled => Some(Consequence::TargetKilled),
+        Happened::TargetRestarted => Some(Consequence::TargetRestarted),
+        Happened::Fault { .. } | Happened::ClockWaited { .. } => None,
+    };
     FaultRecord {
         at: event.at,
-        fault: event.fault,
+        fault: event.fault(),
         kind: fault.map(|fault| fault.kind().to_owned()),
-        role: fault.map_or(Role::Target, role_of),
+        // Consequences without a fault (a kill, a restart) happen to the target.
+        role: fault.map_or(Role::Target, |fault| fault.role()),
         description: event.description.clone(),
-    }
-}
-
-/// The role that feels a fault: the one that never hears back, or the one
-/// that is killed, revoked or moved in time. Consequences without a fault (a
-/// kill, a restart) happen to the target.
-fn role_of(fault: &Fault) -> Role {
-    match fault {
-        Fault::LoseRequest { .. } => Role::Provider,
-        Fault::LoseResponse { hop, .. } | Fault::Delay { hop, .. } => match hop {
-            Hop::ProviderToTarget => Role::Target,
-            Hop::TargetToAgent => Role::Agent,
-        },
-        Fault::CrashTarget { .. } => Role::Target,
-        Fault::AdvanceClock { .. } => Role::Clock,
-        Fault::Revoke { .. } => Role::Authority,
+        consequence,
     }
 }
 

@@ -67,7 +67,7 @@ pub fn render_failures(summary: &Summary) -> String {
         if cell.verdict == Status::Pass {
             continue;
         }
-        let seed = cell.first_failing_seed.or(cell.first_undecided_seed);
+        let seed = cell.first_failing_seed.or(cell.first_unknown_seed);
         out.push_str(&format!(
             "{} {} x {} (seed {}): {}\n    rerun: {}\n",
             match cell.verdict {

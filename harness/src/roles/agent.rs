@@ -17,20 +17,21 @@ use chaos_kit::protocol::{
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::fault::{Action, LossMode};
 use crate::history::{Answer, Attempt, AttemptEnd};
 use crate::plan::{attempt_id, Timing, Trial};
 use crate::roles::clock::Timeline;
-use crate::roles::nemesis::{AnswerFault, Nemesis};
+use crate::roles::nemesis::Nemesis;
 
 /// How a target's statuses map to outcomes when its body names none. Targets
 /// may override single statuses (some middleware answers 417 on a mismatch).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StatusMapping {
+pub(crate) struct StatusMapping {
     pub overrides: BTreeMap<u16, Outcome>,
 }
 
 impl StatusMapping {
-    pub fn interpret(&self, response: &Response) -> Answer {
+    pub(crate) fn interpret(&self, response: &Response) -> Answer {
         let body: AnswerBody = serde_json::from_slice(&response.body).unwrap_or_default();
         let replayed = response.header_value(IDEMPOTENT_REPLAYED) == Some("true");
         let outcome = body.outcome.unwrap_or_else(|| {
@@ -51,7 +52,7 @@ impl StatusMapping {
 
 /// The agent's whole script, owned, so it can run as a `'static` task.
 #[derive(Debug, Clone)]
-pub struct Script {
+pub(crate) struct Script {
     pub seed: u64,
     pub tool: String,
     pub token: String,
@@ -60,7 +61,7 @@ pub struct Script {
 }
 
 #[derive(Debug, Clone)]
-pub struct ScriptedCall {
+pub(crate) struct ScriptedCall {
     pub number: u32,
     pub operation: usize,
     pub key: String,
@@ -71,7 +72,7 @@ pub struct ScriptedCall {
 }
 
 impl Script {
-    pub fn from_trial(trial: &Trial<'_>) -> Script {
+    pub(crate) fn from_trial(trial: &Trial<'_>) -> Script {
         Script {
             seed: trial.seed,
             tool: trial.scenario.workload.tool.clone(),
@@ -96,7 +97,7 @@ impl Script {
 
 /// What the agent runs against.
 #[derive(Clone)]
-pub struct AgentEnv {
+pub(crate) struct AgentEnv {
     /// The agent's HTTP client. It pools connections like any production
     /// client; a connection whose attempt timed out or was reset is dropped.
     pub http: Client,
@@ -110,7 +111,7 @@ pub struct AgentEnv {
 }
 
 /// Runs the script to the end. Every wait is bounded, so this always ends.
-pub async fn run(script: Script, env: AgentEnv) {
+pub(crate) async fn run(script: Script, env: AgentEnv) {
     let script = Arc::new(script);
     for (index, call) in script.calls.iter().enumerate() {
         sit_out_clock_jump(&env).await;
@@ -193,10 +194,9 @@ async fn send_attempt(
         Err(failure) => return AttemptEnd::Failed { failure },
     };
     let answer = env.mapping.interpret(&response);
-    match env.nemesis.answer_fault() {
-        None => AttemptEnd::Answered(answer),
-        Some(AnswerFault::Lose(mode)) => {
-            if mode == crate::fault::LossMode::Hold {
+    match env.nemesis.answer() {
+        Some(Action::LoseAnswer { mode, .. }) => {
+            if mode == LossMode::Hold {
                 tokio::time::sleep_until(deadline).await;
             }
             AttemptEnd::Lost {
@@ -204,7 +204,7 @@ async fn send_attempt(
                 dropped: answer,
             }
         }
-        Some(AnswerFault::Delay(by)) => {
+        Some(Action::DelayAnswer { by, .. }) => {
             if tokio::time::Instant::now() + by >= deadline {
                 tokio::time::sleep_until(deadline).await;
                 AttemptEnd::Failed {
@@ -215,6 +215,7 @@ async fn send_attempt(
                 AttemptEnd::Answered(answer)
             }
         }
+        _ => AttemptEnd::Answered(answer),
     }
 }
 

@@ -19,14 +19,14 @@ struct TokenGrant {
     scope: Vec<String>,
 }
 
-pub struct Authority {
+pub(crate) struct Authority {
     timeline: Arc<dyn Timeline>,
     grants: Mutex<BTreeMap<String, TokenGrant>>,
     decisions: Mutex<Vec<AuthDecision>>,
 }
 
 impl Authority {
-    pub fn new(timeline: Arc<dyn Timeline>) -> Authority {
+    pub(crate) fn new(timeline: Arc<dyn Timeline>) -> Authority {
         Authority {
             timeline,
             grants: Mutex::new(BTreeMap::new()),
@@ -35,7 +35,7 @@ impl Authority {
     }
 
     /// Issues `token` to `sub` of `tenant` with a space-separated `scope`.
-    pub fn grant(&self, token: &str, sub: &str, tenant: &str, scope: &str) {
+    pub(crate) fn grant(&self, token: &str, sub: &str, tenant: &str, scope: &str) {
         lock(&self.grants).insert(
             token.to_owned(),
             TokenGrant {
@@ -48,7 +48,7 @@ impl Authority {
     }
 
     /// Takes away `grant` from `token` for `tool`.
-    pub fn revoke(&self, token: &str, grant: Grant, tool: &str) {
+    pub(crate) fn revoke(&self, token: &str, grant: Grant, tool: &str) {
         if let Some(token_grant) = lock(&self.grants).get_mut(token) {
             match grant {
                 Grant::Token => token_grant.active = false,
@@ -57,11 +57,11 @@ impl Authority {
         }
     }
 
-    pub fn decisions(&self) -> Vec<AuthDecision> {
+    pub(crate) fn decisions(&self) -> Vec<AuthDecision> {
         lock(&self.decisions).clone()
     }
 
-    pub fn introspect(&self, token: &str) -> Introspection {
+    pub(crate) fn introspect(&self, token: &str) -> Introspection {
         let introspection = match lock(&self.grants).get(token) {
             Some(grant) if grant.active => Introspection {
                 active: true,
@@ -79,7 +79,7 @@ impl Authority {
         introspection
     }
 
-    pub async fn handle(self: Arc<Self>, request: Request) -> Result<Response, Abort> {
+    pub(crate) async fn handle(self: Arc<Self>, request: Request) -> Result<Response, Abort> {
         if request.method == "GET" && request.path == "/healthz" {
             return Ok(Response::new(200));
         }

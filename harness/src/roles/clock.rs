@@ -13,18 +13,18 @@ use chaos_kit::clock::{Clock, Millis, SystemClock};
 
 use crate::history::Ms;
 
-pub trait Timeline: Send + Sync + 'static {
+pub(crate) trait Timeline: Send + Sync + 'static {
     fn now(&self) -> Ms;
 }
 
 /// Real elapsed time since a start instant, for live runs.
 #[derive(Debug)]
-pub struct RealTimeline {
+pub(crate) struct RealTimeline {
     start: Instant,
 }
 
 impl RealTimeline {
-    pub fn start() -> Self {
+    pub(crate) fn start() -> Self {
         RealTimeline {
             start: Instant::now(),
         }
@@ -38,14 +38,14 @@ impl Timeline for RealTimeline {
 }
 
 /// A wall clock with an injectable forward offset.
-pub struct HarnessClock {
+pub(crate) struct HarnessClock {
     base: Box<dyn Fn() -> Millis + Send + Sync>,
     offset_ms: AtomicU64,
 }
 
 impl HarnessClock {
     /// `epoch_ms` plus the timeline's elapsed time: deterministic in a simulation.
-    pub fn on_timeline(epoch_ms: Millis, timeline: Arc<dyn Timeline>) -> HarnessClock {
+    pub(crate) fn on_timeline(epoch_ms: Millis, timeline: Arc<dyn Timeline>) -> HarnessClock {
         HarnessClock {
             base: Box::new(move || epoch_ms + timeline.now()),
             offset_ms: AtomicU64::new(0),
@@ -53,18 +53,18 @@ impl HarnessClock {
     }
 
     /// The machine's clock.
-    pub fn system() -> HarnessClock {
+    pub(crate) fn system() -> HarnessClock {
         HarnessClock {
             base: Box::new(|| SystemClock.now_ms()),
             offset_ms: AtomicU64::new(0),
         }
     }
 
-    pub fn advance(&self, by_ms: Millis) {
+    pub(crate) fn advance(&self, by_ms: Millis) {
         self.offset_ms.fetch_add(by_ms, Ordering::SeqCst);
     }
 
-    pub fn offset_ms(&self) -> Millis {
+    pub(crate) fn offset_ms(&self) -> Millis {
         self.offset_ms.load(Ordering::SeqCst)
     }
 }

@@ -5,42 +5,50 @@
 //! - [`provider`]: the downstream side-effect service; its ledger is the
 //!   ground truth;
 //! - [`authority`]: token introspection, where revocation happens;
-//! - [`nemesis`]: the fault schedule, consulted by the others at protocol points;
+//! - [`nemesis`]: the fault schedule, consulted by the others at protocol
+//!   points, and the drivers' side of crashes;
 //! - [`clock`]: the run's timeline and the wall clock that can jump.
 //!
-//! None of them knows which transport carries its bytes; [`Cast`] sets up a
-//! trial's authority, nemesis and provider the same way for both drivers.
+//! None of them knows which transport carries its bytes. [`Cast`] sets up a
+//! trial's roles the same way for both drivers and assembles what they saw
+//! into the run's output.
 
-pub mod agent;
-pub mod authority;
-pub mod clock;
-pub mod nemesis;
-pub mod provider;
+pub(crate) mod agent;
+pub(crate) mod authority;
+pub(crate) mod clock;
+pub(crate) mod nemesis;
+pub(crate) mod provider;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::history::{Attempt, History, Ms, RunOutput};
 use crate::plan::{Trial, ACTOR, TENANT};
+use agent::{AgentEnv, StatusMapping};
 use authority::Authority;
 use clock::{HarnessClock, Timeline};
 use nemesis::{ClockWait, Nemesis};
 use provider::{Provider, ProviderConfig};
 
 /// The harness's side of one trial: the authority (with the agent's token
-/// granted), the nemesis with the scenario's faults, and the provider. Both
-/// drivers (simulated and live) cast the same roles; only their time differs.
-pub struct Cast {
+/// granted), the nemesis with the scenario's faults, the provider, and the
+/// record of the agent's attempts. Both drivers (simulated and live) cast the
+/// same roles; only their time and their network differ.
+pub(crate) struct Cast {
+    pub timeline: Arc<dyn Timeline>,
+    pub clock: Arc<HarnessClock>,
     pub authority: Arc<Authority>,
     pub nemesis: Arc<Nemesis>,
     pub provider: Arc<Provider>,
+    attempts: Arc<Mutex<Vec<Attempt>>>,
 }
 
 impl Cast {
     /// `provider_retention` is the scenario's, or the shortened one of a live
     /// run; `clock_waits` are the clock jumps a live run waits out (none in
     /// the simulator, where a jump is an offset).
-    pub fn new(
+    pub(crate) fn new(
         trial: &Trial<'_>,
         timeline: Arc<dyn Timeline>,
         clock: Arc<HarnessClock>,
@@ -69,14 +77,65 @@ impl Cast {
                 subject_field: scenario.workload.subject_field.clone(),
                 hold: trial.timing.hold,
             },
-            clock,
-            timeline,
+            clock.clone(),
+            timeline.clone(),
             nemesis.clone(),
         ));
         Cast {
+            timeline,
+            clock,
             authority,
             nemesis,
             provider,
+            attempts: Arc::default(),
         }
+    }
+
+    /// What the agent runs against: `http` reaches the target at `target`.
+    pub(crate) fn agent_env(
+        &self,
+        http: chaos_kit::http::Client,
+        target: String,
+        mapping: StatusMapping,
+    ) -> AgentEnv {
+        AgentEnv {
+            http,
+            target,
+            timeline: self.timeline.clone(),
+            clock: self.clock.clone(),
+            nemesis: self.nemesis.clone(),
+            mapping,
+            attempts: self.attempts.clone(),
+        }
+    }
+
+    /// The run's output: what the agent saw, what the nemesis did, what the
+    /// authority answered and what the provider committed, as of `ended_at`.
+    /// `error` says why the run could not complete, when it could not.
+    pub(crate) fn finish(&self, ended_at: Ms, error: Option<String>) -> RunOutput {
+        let attempts = std::mem::take(
+            &mut *self
+                .attempts
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
+        RunOutput {
+            history: History {
+                attempts,
+                faults: self.nemesis.events(),
+                authorizations: self.authority.decisions(),
+                ended_at,
+            },
+            ledger: self.provider.ledger(),
+            error,
+        }
+    }
+
+    /// The attempts recorded so far (live: to tell a hanging target).
+    pub(crate) fn attempts(&self) -> Vec<Attempt> {
+        self.attempts
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 }

@@ -1,8 +1,13 @@
 //! The nemesis: holds the fault schedule and answers, at each protocol point,
 //! "what goes wrong here?". Roles ask it; it never reaches into them.
 //!
-//! Faults that need the transport (a crash is a turmoil `crash` in the simulator
-//! and a SIGKILL live) are queued as [`CrashRequest`]s for the driver to carry out.
+//! Every fault is a rule ([`crate::fault`]): at an exchange (the provider's
+//! Nth dispatch, the agent's Nth answer) the winning verdict decides its
+//! fate; at a moment (after a call, after a commit) every rule due acts.
+//!
+//! Faults that need the transport (a crash is a turmoil `crash` in the
+//! simulator and a SIGKILL live) are queued for the driver, whose side of
+//! them is [`Crashes`].
 //!
 //! A clock jump is an offset on the harness clock in the simulator, where every
 //! role reads that clock. A live target reads the machine's clock, which nobody
@@ -16,39 +21,12 @@ use std::time::Duration;
 
 use chaos_kit::clock::millis;
 
-use crate::fault::{CrashPoint, Fault, Hop, LossMode, Trigger};
-use crate::history::{FaultEvent, Ms};
+use crate::fault::{self, Action, Event, Fault, Trigger};
+use crate::history::{FaultEvent, Happened, Ms};
 use crate::roles::authority::Authority;
 use crate::roles::clock::{HarnessClock, Timeline};
 
-/// What happens to the provider's Nth dispatch.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DispatchFaults {
-    /// Do not act on it: crash the target, restart it this much later.
-    pub crash_before: Option<Duration>,
-    /// Do not act on it, and lose the connection.
-    pub lose_request: Option<LossMode>,
-    /// Act on it, then crash the target before it hears back.
-    pub crash_after: Option<Duration>,
-    /// Act on it, then lose the answer.
-    pub lose_answer: Option<LossMode>,
-    /// Act on it, then answer this late.
-    pub delay_answer: Duration,
-}
-
-/// What happens to the Nth answer the agent receives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AnswerFault {
-    Lose(LossMode),
-    Delay(Duration),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CrashRequest {
-    pub restart_after: Duration,
-}
-
-pub struct Nemesis {
+pub(crate) struct Nemesis {
     faults: Vec<Fault>,
     timeline: Arc<dyn Timeline>,
     clock: Arc<HarnessClock>,
@@ -64,7 +42,7 @@ pub struct Nemesis {
 /// How a clock jump is carried out live: a wait, and a note for the history
 /// saying what it stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClockWait {
+pub(crate) struct ClockWait {
     pub wait: Duration,
     pub note: String,
 }
@@ -72,14 +50,15 @@ pub struct ClockWait {
 #[derive(Default)]
 struct NemesisState {
     events: Vec<FaultEvent>,
-    crash_requests: VecDeque<CrashRequest>,
+    /// Restart delays of the crashes the driver has yet to carry out.
+    crash_requests: VecDeque<Duration>,
     answers_received: u32,
     /// Waits owed by the agent before its next step (live clock jumps).
     pending_wait: Duration,
 }
 
 impl Nemesis {
-    pub fn new(
+    pub(crate) fn new(
         faults: Vec<Fault>,
         timeline: Arc<dyn Timeline>,
         clock: Arc<HarnessClock>,
@@ -101,181 +80,152 @@ impl Nemesis {
 
     /// Live mode: the clock jumps with these fault indices are carried out as
     /// waits instead of clock offsets.
-    pub fn wait_out_clock_jumps(mut self, waits: BTreeMap<usize, ClockWait>) -> Nemesis {
+    pub(crate) fn wait_out_clock_jumps(mut self, waits: BTreeMap<usize, ClockWait>) -> Nemesis {
         self.clock_waits = waits;
         self
     }
 
     /// The wait the agent owes before its next step, if a live clock jump fired.
     /// Always `None` in the simulator.
-    pub fn take_wait(&self) -> Option<Duration> {
+    pub(crate) fn take_wait(&self) -> Option<Duration> {
         let mut state = lock(&self.state);
         let wait = std::mem::take(&mut state.pending_wait);
         (!wait.is_zero()).then_some(wait)
     }
 
-    /// Called by the provider when its Nth dispatch arrives.
-    pub fn dispatch_faults(&self, nth: u32) -> DispatchFaults {
-        let mut planned = DispatchFaults::default();
-        let mut applied = Vec::new();
-        for (index, fault) in self.faults.iter().enumerate() {
-            match *fault {
-                Fault::CrashTarget {
-                    at,
-                    nth: n,
-                    restart_after,
-                } if n == nth => {
-                    match at {
-                        CrashPoint::BeforeDispatch => planned.crash_before = Some(restart_after),
-                        CrashPoint::AfterCommit => planned.crash_after = Some(restart_after),
-                    }
-                    applied.push(index);
-                }
-                Fault::LoseRequest { nth: n, mode } if n == nth => {
-                    planned.lose_request = Some(mode);
-                    applied.push(index);
-                }
-                Fault::LoseResponse {
-                    hop: Hop::ProviderToTarget,
-                    nth: n,
-                    mode,
-                } if n == nth => {
-                    planned.lose_answer = Some(mode);
-                    applied.push(index);
-                }
-                Fault::Delay {
-                    hop: Hop::ProviderToTarget,
-                    nth: n,
-                    by,
-                } if n == nth => {
-                    planned.delay_answer += by;
-                    applied.push(index);
-                }
-                _ => {}
-            }
-        }
-        // One thing happens to a dispatch: a crash outranks a loss, which
-        // outranks a delay. Only what takes effect is recorded.
-        applied.retain(|&index| match self.faults[index] {
-            Fault::CrashTarget { .. } => true,
-            Fault::LoseRequest { .. } => planned.crash_before.is_none(),
-            Fault::LoseResponse { .. } => {
-                planned.crash_before.is_none()
-                    && planned.lose_request.is_none()
-                    && planned.crash_after.is_none()
-            }
-            Fault::Delay { .. } => {
-                planned.crash_before.is_none()
-                    && planned.lose_request.is_none()
-                    && planned.crash_after.is_none()
-                    && planned.lose_answer.is_none()
-            }
-            _ => true,
-        });
-        if planned.crash_before.is_some() {
-            planned.crash_after = None;
-            planned.lose_request = None;
-        }
-        for index in applied {
-            self.record(Some(index), self.faults[index].to_string());
-        }
-        if let Some(restart_after) = planned.crash_before.or(planned.crash_after) {
-            self.request_crash(restart_after);
-        }
-        planned
+    /// The provider's Nth dispatch arrived: what happens to it, if anything.
+    pub(crate) fn dispatch(&self, nth: u32) -> Option<Action> {
+        self.exchange(Event::Dispatch(nth))
     }
 
-    /// Called by the provider right after it acted on its Nth dispatch.
-    pub fn after_commit(&self, nth: u32) {
-        self.fire(Trigger::AfterCommit(nth));
-    }
-
-    /// Called by the agent when its Nth call step has ended.
-    pub fn after_call(&self, number: u32) {
-        self.fire(Trigger::AfterCall(number));
-    }
-
-    /// Called by the agent for every answer it reads from the target.
-    pub fn answer_fault(&self) -> Option<AnswerFault> {
+    /// The agent read an answer from the target: what happens to it, if anything.
+    pub(crate) fn answer(&self) -> Option<Action> {
         let nth = {
             let mut state = lock(&self.state);
             state.answers_received += 1;
             state.answers_received
         };
-        let mut result = None;
-        for (index, fault) in self.faults.iter().enumerate() {
-            match *fault {
-                Fault::LoseResponse {
-                    hop: Hop::TargetToAgent,
-                    nth: n,
-                    mode,
-                } if n == nth => {
-                    result = Some((index, AnswerFault::Lose(mode)));
-                    break;
-                }
-                Fault::Delay {
-                    hop: Hop::TargetToAgent,
-                    nth: n,
-                    by,
-                } if n == nth && result.is_none() => {
-                    result = Some((index, AnswerFault::Delay(by)));
-                }
-                _ => {}
-            }
-        }
-        let (index, fault) = result?;
-        self.record(Some(index), self.faults[index].to_string());
-        Some(fault)
+        self.exchange(Event::Answer(nth))
     }
 
-    fn fire(&self, trigger: Trigger) {
+    /// Called by the provider right after it acted on its Nth dispatch.
+    pub(crate) fn after_commit(&self, nth: u32) {
+        self.moment(Trigger::AfterCommit(nth));
+    }
+
+    /// Called by the agent when its Nth call step has ended.
+    pub(crate) fn after_call(&self, number: u32) {
+        self.moment(Trigger::AfterCall(number));
+    }
+
+    /// One thing happens to an exchange: the winning verdict, alone recorded.
+    fn exchange(&self, event: Event) -> Option<Action> {
+        let (index, action) = fault::winner(&self.faults, event)?;
+        self.record(
+            Happened::Fault { index, action },
+            self.faults[index].to_string(),
+        );
+        if let Some(restart_after) = action.restart_after() {
+            lock(&self.state).crash_requests.push_back(restart_after);
+        }
+        Some(action)
+    }
+
+    /// Every rule due at a moment acts, in the scenario's order.
+    fn moment(&self, trigger: Trigger) {
         for (index, fault) in self.faults.iter().enumerate() {
-            if fault.trigger() != Some(trigger) {
+            let Some(action) = fault.verdict(Event::Moment(trigger)) else {
                 continue;
-            }
-            match *fault {
-                Fault::AdvanceClock { .. } if self.clock_waits.contains_key(&index) => {
-                    let live = &self.clock_waits[&index];
-                    lock(&self.state).pending_wait += live.wait;
-                    self.record(Some(index), format!("{fault} ({})", live.note));
-                    continue;
-                }
-                Fault::AdvanceClock { by, .. } => self.clock.advance(millis(by)),
-                Fault::Revoke { grant, .. } => {
-                    self.authority.revoke(&self.token, grant, &self.tool)
-                }
+            };
+            match action {
+                Action::AdvanceClock(by) => match self.clock_waits.get(&index) {
+                    Some(live) => {
+                        lock(&self.state).pending_wait += live.wait;
+                        let what = Happened::ClockWaited {
+                            index,
+                            by,
+                            waited: live.wait,
+                        };
+                        self.record(what, format!("{fault} ({})", live.note));
+                        continue;
+                    }
+                    None => self.clock.advance(millis(by)),
+                },
+                Action::Revoke(grant) => self.authority.revoke(&self.token, grant, &self.tool),
+                // A rule that acts on exchanges has no verdict at a moment.
                 _ => continue,
             }
-            self.record(Some(index), fault.to_string());
+            self.record(Happened::Fault { index, action }, fault.to_string());
         }
     }
 
-    fn request_crash(&self, restart_after: Duration) {
-        lock(&self.state)
-            .crash_requests
-            .push_back(CrashRequest { restart_after });
-    }
-
-    /// The next crash for the driver to carry out.
-    pub fn take_crash_request(&self) -> Option<CrashRequest> {
+    /// The restart delay of the next crash for the driver to carry out.
+    fn take_crash_request(&self) -> Option<Duration> {
         lock(&self.state).crash_requests.pop_front()
     }
 
-    /// Records a consequence the driver carried out (a kill, a restart).
-    pub fn record_at(&self, at: Ms, fault: Option<usize>, description: String) {
+    /// Records what the driver carried out (a kill, a restart).
+    pub(crate) fn record_at(&self, at: Ms, what: Happened, description: String) {
         lock(&self.state).events.push(FaultEvent {
             at,
-            fault,
+            what,
             description,
         });
     }
 
-    fn record(&self, fault: Option<usize>, description: String) {
-        self.record_at(self.timeline.now(), fault, description);
+    fn record(&self, what: Happened, description: String) {
+        self.record_at(self.timeline.now(), what, description);
     }
 
-    pub fn events(&self) -> Vec<FaultEvent> {
+    pub(crate) fn events(&self) -> Vec<FaultEvent> {
         lock(&self.state).events.clone()
+    }
+}
+
+/// The driver's side of crashes, the same for both drivers: when to kill the
+/// target and when to start it again, and what the history says of both.
+/// Only the two verbs differ: `sim.crash`/`sim.bounce` in the simulator, a
+/// SIGKILL of the process group and a new process live.
+#[derive(Debug, Default)]
+pub(crate) struct Crashes {
+    restart_at: Option<Ms>,
+}
+
+/// What the driver must do now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Due {
+    Kill,
+    Restart,
+}
+
+impl Crashes {
+    /// The next thing to carry out at run time `now`, if any: every crash the
+    /// nemesis asked for kills the target (a second one while it is down
+    /// pushes the restart out), and the restart comes when its delay is over.
+    pub(crate) fn due(&mut self, nemesis: &Nemesis, now: Ms) -> Option<Due> {
+        if let Some(restart_after) = nemesis.take_crash_request() {
+            self.restart_at = Some(now + millis(restart_after));
+            return Some(Due::Kill);
+        }
+        if self.restart_at.is_some_and(|at| now >= at) {
+            self.restart_at = None;
+            return Some(Due::Restart);
+        }
+        None
+    }
+
+    /// Whether the target is down, waiting for its restart.
+    pub(crate) fn down(&self) -> bool {
+        self.restart_at.is_some()
+    }
+
+    /// The history's record of a kill the driver carried out; `how` is its words.
+    pub(crate) fn killed(&self, nemesis: &Nemesis, at: Ms, how: &str) {
+        nemesis.record_at(at, Happened::TargetKilled, how.to_owned());
+    }
+
+    pub(crate) fn restarted(&self, nemesis: &Nemesis, at: Ms) {
+        nemesis.record_at(at, Happened::TargetRestarted, "target restarted".into());
     }
 }
 
@@ -288,6 +238,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fault::{AdvanceClock, CrashPoint, CrashTarget, Hop, LoseResponse, LossMode};
 
     struct Zero;
     impl Timeline for Zero {
@@ -311,76 +262,88 @@ mod tests {
         )
     }
 
+    fn clock_jump(by: Duration) -> Fault {
+        Fault::AdvanceClock(AdvanceClock {
+            by,
+            when: Trigger::AfterCall(1),
+        })
+    }
+
     #[test]
     fn a_crash_outranks_a_loss_on_the_same_dispatch() {
         let nemesis = nemesis(vec![
-            Fault::LoseResponse {
+            Fault::LoseResponse(LoseResponse {
                 hop: Hop::ProviderToTarget,
                 nth: 1,
                 mode: LossMode::Hold,
-            },
-            Fault::CrashTarget {
+            }),
+            Fault::CrashTarget(CrashTarget {
                 at: CrashPoint::AfterCommit,
                 nth: 1,
                 restart_after: Duration::from_millis(10),
-            },
+            }),
         ]);
-        let planned = nemesis.dispatch_faults(1);
-        assert_eq!(planned.crash_after, Some(Duration::from_millis(10)));
+        assert_eq!(
+            nemesis.dispatch(1),
+            Some(Action::CrashAfterCommit {
+                restart_after: Duration::from_millis(10)
+            })
+        );
         assert_eq!(nemesis.events().len(), 1, "only the crash took effect");
-        assert!(nemesis.take_crash_request().is_some());
-        assert_eq!(nemesis.dispatch_faults(2), DispatchFaults::default());
+        let mut crashes = Crashes::default();
+        assert_eq!(crashes.due(&nemesis, 5), Some(Due::Kill));
+        assert!(crashes.down());
+        assert_eq!(crashes.due(&nemesis, 14), None);
+        assert_eq!(crashes.due(&nemesis, 15), Some(Due::Restart));
+        assert!(!crashes.down());
+        assert_eq!(nemesis.dispatch(2), None);
     }
 
     #[test]
     fn answers_are_counted_across_attempts() {
-        let nemesis = nemesis(vec![Fault::LoseResponse {
+        let nemesis = nemesis(vec![Fault::LoseResponse(LoseResponse {
             hop: Hop::TargetToAgent,
             nth: 2,
             mode: LossMode::Reset,
-        }]);
-        assert_eq!(nemesis.answer_fault(), None);
+        })]);
+        assert_eq!(nemesis.answer(), None);
         assert_eq!(
-            nemesis.answer_fault(),
-            Some(AnswerFault::Lose(LossMode::Reset))
+            nemesis.answer(),
+            Some(Action::LoseAnswer {
+                hop: Hop::TargetToAgent,
+                mode: LossMode::Reset
+            })
         );
-        assert_eq!(nemesis.answer_fault(), None);
+        assert_eq!(nemesis.answer(), None);
     }
 
     #[test]
     fn live_clock_jumps_become_waits_and_leave_the_clock_alone() {
-        let nemesis = nemesis(vec![Fault::AdvanceClock {
-            by: Duration::from_secs(25 * 3_600),
-            after_call: Some(1),
-            after_commit: None,
-        }])
-        .wait_out_clock_jumps(BTreeMap::from([(
-            0,
-            ClockWait {
-                wait: Duration::from_millis(1_250),
-                note: "live: waited 1.25s".into(),
-            },
-        )]));
+        let nemesis = nemesis(vec![clock_jump(Duration::from_secs(25 * 3_600))])
+            .wait_out_clock_jumps(BTreeMap::from([(
+                0,
+                ClockWait {
+                    wait: Duration::from_millis(1_250),
+                    note: "live: waited 1.25s".into(),
+                },
+            )]));
         assert_eq!(nemesis.take_wait(), None);
         nemesis.after_call(1);
         assert_eq!(nemesis.clock.offset_ms(), 0);
         assert_eq!(nemesis.take_wait(), Some(Duration::from_millis(1_250)));
         assert_eq!(nemesis.take_wait(), None, "a wait is owed once");
-        assert!(nemesis.events()[0]
-            .description
-            .ends_with("(live: waited 1.25s)"));
+        let event = &nemesis.events()[0];
+        assert!(event.description.ends_with("(live: waited 1.25s)"));
+        assert_eq!(event.clock_jump(), Some(Duration::from_secs(25 * 3_600)));
     }
 
     #[test]
     fn triggers_fire_once_at_their_point() {
-        let nemesis = nemesis(vec![Fault::AdvanceClock {
-            by: Duration::from_secs(3_600),
-            after_call: Some(1),
-            after_commit: None,
-        }]);
+        let nemesis = nemesis(vec![clock_jump(Duration::from_secs(3_600))]);
         nemesis.after_commit(1);
         assert_eq!(nemesis.clock.offset_ms(), 0);
         nemesis.after_call(1);
         assert_eq!(nemesis.clock.offset_ms(), 3_600_000);
+        assert_eq!(nemesis.events()[0].fault(), Some(0));
     }
 }

@@ -14,13 +14,13 @@ use chaos_kit::clock::{millis, Clock};
 use chaos_kit::http::{Abort, Request, Response};
 use chaos_kit::protocol::{ProviderProfile, Receipt, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
 
-use crate::fault::LossMode;
+use crate::fault::{Action, LossMode};
 use crate::history::{Dispatch, Disposition, Effect, Ledger};
 use crate::roles::clock::Timeline;
 use crate::roles::nemesis::Nemesis;
 
 #[derive(Debug, Clone)]
-pub struct ProviderConfig {
+pub(crate) struct ProviderConfig {
     pub profile: ProviderProfile,
     pub retention: Option<Duration>,
     pub processing_delay: Duration,
@@ -29,7 +29,7 @@ pub struct ProviderConfig {
     pub hold: Duration,
 }
 
-pub struct Provider {
+pub(crate) struct Provider {
     config: ProviderConfig,
     clock: Arc<dyn Clock>,
     timeline: Arc<dyn Timeline>,
@@ -59,7 +59,7 @@ enum Decision {
 }
 
 impl Provider {
-    pub fn new(
+    pub(crate) fn new(
         config: ProviderConfig,
         clock: Arc<dyn Clock>,
         timeline: Arc<dyn Timeline>,
@@ -74,11 +74,11 @@ impl Provider {
         }
     }
 
-    pub fn ledger(&self) -> Ledger {
+    pub(crate) fn ledger(&self) -> Ledger {
         self.lock().ledger.clone()
     }
 
-    pub async fn handle(self: Arc<Self>, request: Request) -> Result<Response, Abort> {
+    pub(crate) async fn handle(self: Arc<Self>, request: Request) -> Result<Response, Abort> {
         match (request.method.as_str(), request.path.as_str()) {
             ("GET", "/healthz") => Ok(Response::new(200)),
             ("GET", "/effects") => Ok(self.lookup(&request)),
@@ -139,14 +139,15 @@ impl Provider {
             record.number
         };
 
-        let faults = self.nemesis.dispatch_faults(number);
-        if faults.crash_before.is_some() {
-            // The target dies holding this connection; the answer never matters.
-            tokio::time::sleep(self.config.hold).await;
-            return Err(Abort);
-        }
-        if let Some(mode) = faults.lose_request {
-            return self.lose(mode).await;
+        let fate = self.nemesis.dispatch(number);
+        match fate {
+            Some(Action::CrashBeforeDispatch { .. }) => {
+                // The target dies holding this connection; the answer never matters.
+                tokio::time::sleep(self.config.hold).await;
+                return Err(Abort);
+            }
+            Some(Action::LoseRequest(mode)) => return self.lose(mode).await,
+            _ => {}
         }
         if !self.config.processing_delay.is_zero() {
             tokio::time::sleep(self.config.processing_delay).await;
@@ -161,17 +162,18 @@ impl Provider {
         self.lock().ledger.dispatches[number as usize - 1] = record;
         self.nemesis.after_commit(number);
 
-        if faults.crash_after.is_some() {
-            tokio::time::sleep(self.config.hold).await;
-            return Err(Abort);
+        match fate {
+            Some(Action::CrashAfterCommit { .. }) => {
+                tokio::time::sleep(self.config.hold).await;
+                Err(Abort)
+            }
+            Some(Action::LoseAnswer { mode, .. }) => self.lose(mode).await,
+            Some(Action::DelayAnswer { by, .. }) => {
+                tokio::time::sleep(by).await;
+                Ok(response)
+            }
+            _ => Ok(response),
         }
-        if let Some(mode) = faults.lose_answer {
-            return self.lose(mode).await;
-        }
-        if !faults.delay_answer.is_zero() {
-            tokio::time::sleep(faults.delay_answer).await;
-        }
-        Ok(response)
     }
 
     /// Decides and records what the dispatch does to the world.

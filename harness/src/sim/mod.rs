@@ -5,28 +5,77 @@
 //! in each step; the same seed replays the same history. Time is simulated,
 //! and wall-clock jumps are an injected offset, so "25 hours later" is free.
 //!
-//! The driver loop between steps is where the nemesis's crashes happen:
-//! `sim.crash` drops the target's runtime (its memory, its connections),
-//! `sim.bounce` starts its software again on the same durable disk.
+//! The driver loop between steps is where the nemesis's crashes happen
+//! ([`Crashes`]): `sim.crash` drops the target's runtime (its memory, its
+//! connections), `sim.bounce` starts its software again on the same durable
+//! disk.
 
 mod net;
 
-use std::sync::{Arc, Mutex};
+use std::io;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use chaos_kit::clock::Clock;
 use chaos_kit::disk::MemoryDisk;
+use chaos_kit::net::{BoxFuture, Listener};
 use chaos_kit::protocol::ProviderContract;
+use chaos_kit::target::TargetInfo;
 use chaos_kit::TargetEnv;
 
-use crate::history::{History, Ms, RunOutput};
-use crate::plan::Trial;
-use crate::roles::agent::{self, AgentEnv, Script, StatusMapping};
+use crate::history::{Ms, RunOutput};
+use crate::plan::{Timing, Trial};
+use crate::roles::agent::{self, Script, StatusMapping};
 use crate::roles::clock::{HarnessClock, Timeline};
-use crate::roles::nemesis::Nemesis;
+use crate::roles::nemesis::{Crashes, Due, Nemesis};
 use crate::roles::Cast;
-use crate::targets::ReferenceTarget;
+use crate::scenario::Scenario;
+use crate::sweep::Transport;
+use crate::trial::{Driver, Run};
 use net::{SimListener, SimNetwork, SimTimeline};
+
+/// Starts a target's server: `serve(listener, shutdown, env)`.
+pub type ServeFn =
+    fn(Box<dyn Listener>, BoxFuture<'static, ()>, TargetEnv) -> BoxFuture<'static, io::Result<()>>;
+
+/// A target the simulator can host: a Rust server that takes its listener,
+/// its shutdown signal and its environment (`targets/kit`), so the same code
+/// runs here as a simulated host and, with its own `main`, as a process.
+#[derive(Clone)]
+pub struct SimTarget {
+    pub info: TargetInfo,
+    pub serve: ServeFn,
+}
+
+impl std::fmt::Debug for SimTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimTarget")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Driver for SimTarget {
+    fn transport(&self) -> Transport {
+        Transport::Sim
+    }
+
+    fn parallel(&self) -> bool {
+        true
+    }
+
+    fn plan<'a>(&self, scenario: &'a Scenario, seed: u64) -> Trial<'a> {
+        Trial::new(scenario, seed, Timing::simulated(scenario))
+    }
+
+    fn run(&self, trial: &Trial<'_>, _cancel: &AtomicBool) -> Run {
+        Run::Ran {
+            output: simulate(trial, self),
+            target: self.info.clone(),
+        }
+    }
+}
 
 const TARGET_HOST: &str = "target";
 const PROVIDER: (&str, u16) = ("provider", 9000);
@@ -34,24 +83,20 @@ const AUTHORITY: (&str, u16) = ("authority", 9001);
 const TARGET_PORT: u16 = 8080;
 
 /// 2026-01-01T00:00:00Z: every simulation's wall clock starts here.
-pub const EPOCH_MS: u64 = 1_767_225_600_000;
+pub(crate) const EPOCH_MS: u64 = 1_767_225_600_000;
 
 /// A run cannot take longer than this much simulated time; past it the run is
 /// cut short and judged `unknown`.
 const SIMULATION_LIMIT: Duration = Duration::from_secs(120);
 
-/// Runs one trial against one reference target.
-pub fn simulate(trial: &Trial<'_>, target: &ReferenceTarget) -> RunOutput {
+/// Runs one trial against one simulated target.
+fn simulate(trial: &Trial<'_>, target: &SimTarget) -> RunOutput {
     let scenario = trial.scenario;
     let timing = trial.timing;
     let timeline: Arc<dyn Timeline> = Arc::new(SimTimeline);
     let clock = Arc::new(HarnessClock::on_timeline(EPOCH_MS, timeline.clone()));
 
-    let Cast {
-        authority,
-        nemesis,
-        provider,
-    } = Cast::new(
+    let cast = Cast::new(
         trial,
         timeline.clone(),
         clock.clone(),
@@ -70,7 +115,7 @@ pub fn simulate(trial: &Trial<'_>, target: &ReferenceTarget) -> RunOutput {
         .build();
 
     {
-        let provider = provider.clone();
+        let provider = cast.provider.clone();
         sim.host(PROVIDER.0, move || {
             let provider = provider.clone();
             async move {
@@ -84,7 +129,7 @@ pub fn simulate(trial: &Trial<'_>, target: &ReferenceTarget) -> RunOutput {
         });
     }
     {
-        let authority = authority.clone();
+        let authority = cast.authority.clone();
         sim.host(AUTHORITY.0, move || {
             let authority = authority.clone();
             async move {
@@ -132,17 +177,12 @@ pub fn simulate(trial: &Trial<'_>, target: &ReferenceTarget) -> RunOutput {
         });
     }
 
-    let attempts = Arc::new(Mutex::new(Vec::new()));
     {
-        let env = AgentEnv {
-            http: chaos_kit::http::Client::new(Arc::new(SimNetwork)),
-            target: format!("{TARGET_HOST}:{TARGET_PORT}"),
-            timeline: timeline.clone(),
-            clock: clock.clone(),
-            nemesis: nemesis.clone(),
-            mapping: StatusMapping::default(),
-            attempts: attempts.clone(),
-        };
+        let env = cast.agent_env(
+            chaos_kit::http::Client::new(Arc::new(SimNetwork)),
+            format!("{TARGET_HOST}:{TARGET_PORT}"),
+            StatusMapping::default(),
+        );
         let script = Script::from_trial(trial);
         sim.client("agent", async move {
             agent::run(script, env).await;
@@ -150,42 +190,33 @@ pub fn simulate(trial: &Trial<'_>, target: &ReferenceTarget) -> RunOutput {
         });
     }
 
-    let error = drive(&mut sim, &nemesis);
-
-    let history = History {
-        attempts: std::mem::take(&mut *attempts.lock().unwrap_or_else(|p| p.into_inner())),
-        faults: nemesis.events(),
-        authorizations: authority.decisions(),
-        ended_at: elapsed_ms(&sim),
-    };
-    RunOutput {
-        history,
-        ledger: provider.ledger(),
-        error,
-    }
+    let error = drive(&mut sim, &cast.nemesis);
+    cast.finish(elapsed_ms(&sim), error)
 }
 
 /// Steps the simulation to the end, carrying out the nemesis's crashes and
 /// restarts between steps.
 fn drive(sim: &mut turmoil::Sim<'_>, nemesis: &Nemesis) -> Option<String> {
-    let mut restart_at: Option<Duration> = None;
+    let mut crashes = Crashes::default();
     loop {
         match sim.step() {
             Ok(true) => return None,
             Ok(false) => {}
             Err(error) => return Some(format!("the simulation stopped: {error}")),
         }
-        while let Some(crash) = nemesis.take_crash_request() {
-            if sim.is_host_running(TARGET_HOST) {
-                sim.crash(TARGET_HOST);
-                nemesis.record_at(elapsed_ms(sim), None, "target killed".into());
+        while let Some(due) = crashes.due(nemesis, elapsed_ms(sim)) {
+            match due {
+                // A second crash while the target is down only delays its restart.
+                Due::Kill if sim.is_host_running(TARGET_HOST) => {
+                    sim.crash(TARGET_HOST);
+                    crashes.killed(nemesis, elapsed_ms(sim), "target killed");
+                }
+                Due::Kill => {}
+                Due::Restart => {
+                    sim.bounce(TARGET_HOST);
+                    crashes.restarted(nemesis, elapsed_ms(sim));
+                }
             }
-            restart_at = Some(sim.elapsed() + crash.restart_after);
-        }
-        if restart_at.is_some_and(|at| sim.elapsed() >= at) {
-            sim.bounce(TARGET_HOST);
-            nemesis.record_at(elapsed_ms(sim), None, "target restarted".into());
-            restart_at = None;
         }
     }
 }

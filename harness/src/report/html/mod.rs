@@ -4,7 +4,7 @@
 //! kept seed. The page is a minijinja template (`report.html` beside this
 //! file) over a view model built here; [`timeline`] lays out the swimlanes.
 
-pub mod timeline;
+pub(crate) mod timeline;
 
 use minijinja::value::Serde;
 use minijinja::{Environment, Value};
@@ -141,12 +141,12 @@ fn page(summary: &Summary) -> Page {
             "fail",
             format!("{} of {} cells failed", totals.failed, totals.cells),
         )
-    } else if totals.undecided > 0 {
+    } else if totals.unknown > 0 {
         (
             "unknown",
             format!(
                 "{} of {} cells could not be decided",
-                totals.undecided, totals.cells
+                totals.unknown, totals.cells
             ),
         )
     } else {
@@ -154,7 +154,7 @@ fn page(summary: &Summary) -> Page {
     };
     let mut meta = vec![
         ("chaos".to_owned(), summary.chaos_version.clone()),
-        ("transport".to_owned(), summary.transport.clone()),
+        ("transport".to_owned(), summary.transport.to_string()),
         ("seeds".to_owned(), summary.seeds_label()),
         (
             "scenarios × targets".to_owned(),

@@ -6,8 +6,14 @@
 
 use serde::Serialize;
 
+use crate::fault::{Declared, LoseResponse};
 use crate::history::{AttemptEnd, Disposition, Ms};
-use crate::report::record::{target_answer, AttemptRecord, FaultRecord, Role, SeedFailure};
+use crate::report::record::{
+    target_answer, AttemptRecord, Consequence, FaultRecord, Role, SeedFailure,
+};
+
+/// The kind whose loss on the agent's hop the timeline draws where it happened.
+const LOSE_RESPONSE: &str = <LoseResponse as Declared>::NAME;
 
 const WIDTH: f64 = 960.0;
 const LEFT: f64 = 92.0;
@@ -204,7 +210,7 @@ pub fn layout(failure: &SeedFailure) -> Timeline {
                     .iter()
                     .find(|fault| {
                         fault.role == Role::Agent
-                            && fault.kind.as_deref() == Some("lose-response")
+                            && fault.kind.as_deref() == Some(LOSE_RESPONSE)
                             && attempt.sent_at <= fault.at
                             && fault.at <= attempt.ended_at
                     })
@@ -387,12 +393,14 @@ pub fn layout(failure: &SeedFailure) -> Timeline {
             }
         };
         // A kill and the restart after it shade the time the target was down.
-        if fault.fault.is_none() && fault.description.contains("killed") {
-            down_since = Some(fault.at);
-        } else if fault.fault.is_none() && fault.description.contains("restarted") {
-            if let Some(since) = down_since.take() {
-                spans.push(down_span(x(since), x(fault.at), &target, since, fault.at));
+        match fault.consequence {
+            Some(Consequence::TargetKilled) => down_since = Some(fault.at),
+            Some(Consequence::TargetRestarted) => {
+                if let Some(since) = down_since.take() {
+                    spans.push(down_span(x(since), x(fault.at), &target, since, fault.at));
+                }
             }
+            None => {}
         }
         marks.push(Mark {
             kind: "fault",

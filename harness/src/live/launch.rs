@@ -15,6 +15,8 @@ use std::sync::Mutex;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
+use super::error::{Error, Result};
+
 /// Every process group this process started and has not ended yet.
 static GROUPS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 
@@ -26,7 +28,7 @@ fn groups() -> std::sync::MutexGuard<'static, BTreeSet<i32>> {
 
 /// SIGKILLs every process group still running: for exits that cannot wait for
 /// the owners' guards (a second Ctrl-C).
-pub fn end_all() {
+pub(crate) fn end_all() {
     for group in std::mem::take(&mut *groups()) {
         let _ = killpg(Pid::from_raw(group), Signal::SIGKILL);
     }
@@ -34,7 +36,7 @@ pub fn end_all() {
 
 /// How to start a process.
 #[derive(Debug, Clone)]
-pub struct Launch {
+pub(crate) struct Launch {
     pub command: Vec<String>,
     pub workdir: PathBuf,
     pub env: Vec<(String, String)>,
@@ -46,12 +48,12 @@ pub struct Launch {
 
 impl Launch {
     /// The command as a user would type it, for messages.
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         self.command.join(" ")
     }
 }
 
-pub struct TargetProcess {
+pub(crate) struct TargetProcess {
     child: Child,
     group: i32,
     stderr: PathBuf,
@@ -60,19 +62,22 @@ pub struct TargetProcess {
 
 impl TargetProcess {
     /// Starts `launch` in a new process group.
-    pub fn spawn(launch: &Launch) -> Result<TargetProcess, String> {
+    pub(crate) fn spawn(launch: &Launch) -> Result<TargetProcess> {
         let open = |path: &Path| {
             OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(path)
-                .map_err(|error| format!("failed to open {}: {error}", path.display()))
+                .map_err(|source| {
+                    Box::new(Error::OpenLog {
+                        path: path.to_owned(),
+                        source,
+                    })
+                })
         };
-        let workdir = std::fs::canonicalize(&launch.workdir).map_err(|error| {
-            format!(
-                "failed to use {} as the working directory: {error}",
-                launch.workdir.display()
-            )
+        let workdir = std::fs::canonicalize(&launch.workdir).map_err(|source| Error::Workdir {
+            path: launch.workdir.clone(),
+            source,
         })?;
         // A relative program path is relative to the working directory, as it
         // would be for a user typing it there.
@@ -95,12 +100,10 @@ impl TargetProcess {
         // Hold the registry while spawning, so an `end_all` from another thread
         // cannot slip between the spawn and the registration.
         let mut registry = groups();
-        let child = command.spawn().map_err(|error| {
-            format!(
-                "failed to start `{}` in {}: {error}",
-                launch.display(),
-                workdir.display()
-            )
+        let child = command.spawn().map_err(|source| Error::Spawn {
+            command: launch.display(),
+            workdir: workdir.clone(),
+            source,
         })?;
         let group = child.id() as i32;
         registry.insert(group);
@@ -112,17 +115,18 @@ impl TargetProcess {
         })
     }
 
-    pub fn pid(&self) -> u32 {
+    #[cfg(test)]
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// The exit status, if the process has exited (without waiting).
-    pub fn exited(&mut self) -> Option<ExitStatus> {
+    pub(crate) fn exited(&mut self) -> Option<ExitStatus> {
         self.child.try_wait().ok().flatten()
     }
 
     /// SIGKILLs the whole group and reaps the process. Idempotent.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if self.ended {
             return;
         }
@@ -135,7 +139,7 @@ impl TargetProcess {
     }
 
     /// The last lines of the process's stderr, for an error message.
-    pub fn stderr_tail(&self) -> String {
+    pub(crate) fn stderr_tail(&self) -> String {
         tail(&self.stderr)
     }
 }
@@ -152,7 +156,7 @@ const TAIL_BYTES: u64 = 4_000;
 
 /// The last [`TAIL_LINES`] lines of the file at `path`, indented for quoting,
 /// or a note that it was empty.
-pub fn tail(path: &Path) -> String {
+pub(crate) fn tail(path: &Path) -> String {
     let mut text = String::new();
     if let Ok(mut file) = File::open(path) {
         let length = file.metadata().map(|meta| meta.len()).unwrap_or(0);
@@ -176,7 +180,7 @@ pub fn tail(path: &Path) -> String {
 }
 
 /// The word for how a process ended.
-pub fn describe_exit(status: ExitStatus) -> String {
+pub(crate) fn describe_exit(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("exit status {code}"),

@@ -1,53 +1,36 @@
 //! The targets a run can name. The reference targets chaos ships run in the
 //! simulator: each is a small crate under `targets/` whose server takes its
-//! listener, so it runs here as a simulated host. Any other target (any
-//! language, or a reference target's binary on PostgreSQL or Redis) is
-//! described by a target file and runs live, as a real process.
+//! listener, so it runs here as a simulated host ([`SimTarget`]). Any other
+//! target (any language, or a reference target's binary on PostgreSQL or
+//! Redis) is described by a target file and runs live, as a real process.
 
-use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-use chaos_kit::net::{BoxFuture, Listener};
 use chaos_kit::target::TargetInfo;
-use chaos_kit::TargetEnv;
 
+use crate::live::LiveDriver;
+use crate::sim::SimTarget;
+use crate::sweep::Transport;
 use crate::target_file::{self, TargetFile, TargetFileError};
-
-/// Starts a target's server: `serve(listener, shutdown, env)`.
-pub type ServeFn =
-    fn(Box<dyn Listener>, BoxFuture<'static, ()>, TargetEnv) -> BoxFuture<'static, io::Result<()>>;
-
-#[derive(Clone)]
-pub struct ReferenceTarget {
-    pub info: TargetInfo,
-    pub serve: ServeFn,
-}
-
-impl std::fmt::Debug for ReferenceTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReferenceTarget")
-            .field("info", &self.info)
-            .finish_non_exhaustive()
-    }
-}
+use crate::trial::Driver;
 
 /// Every reference target that runs in the simulator, in report order.
-pub fn reference_targets() -> Vec<ReferenceTarget> {
+pub fn reference_targets() -> Vec<SimTarget> {
     vec![
-        ReferenceTarget {
+        SimTarget {
             info: target_fresh_key::info(),
             serve: |listener, shutdown, env| {
                 Box::pin(target_fresh_key::serve(listener, shutdown, env))
             },
         },
-        ReferenceTarget {
+        SimTarget {
             info: target_args_hash::info(),
             serve: |listener, shutdown, env| {
                 Box::pin(target_args_hash::serve(listener, shutdown, env))
             },
         },
-        ReferenceTarget {
+        SimTarget {
             info: target_ledger::info(),
             serve: |listener, shutdown, env| {
                 Box::pin(target_ledger::serve(listener, shutdown, env))
@@ -57,7 +40,7 @@ pub fn reference_targets() -> Vec<ReferenceTarget> {
 }
 
 /// Finds a reference target by name.
-pub fn find(name: &str) -> Result<ReferenceTarget, UnknownTarget> {
+pub fn find(name: &str) -> Result<SimTarget, UnknownTarget> {
     let targets = reference_targets();
     targets
         .iter()
@@ -80,7 +63,7 @@ pub struct UnknownTarget {
 #[derive(Debug, Clone)]
 pub enum Target {
     /// A reference target, as a host in the deterministic simulation.
-    Sim(ReferenceTarget),
+    Sim(SimTarget),
     /// A target file's command, as a real process.
     Live {
         file: Arc<TargetFile>,
@@ -105,10 +88,18 @@ impl Target {
         }
     }
 
-    pub fn transport(&self) -> &'static str {
+    pub fn transport(&self) -> Transport {
         match self {
-            Target::Sim(_) => "sim",
-            Target::Live { .. } => "live",
+            Target::Sim(_) => Transport::Sim,
+            Target::Live { .. } => Transport::Live,
+        }
+    }
+
+    /// What carries this target's trials, for one run.
+    pub(crate) fn driver(&self) -> Box<dyn Driver + '_> {
+        match self {
+            Target::Sim(target) => Box::new(target.clone()),
+            Target::Live { file, .. } => Box::new(LiveDriver::new(file)),
         }
     }
 

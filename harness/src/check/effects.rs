@@ -1,0 +1,241 @@
+//! How many effects each operation had, against the provider's ledger: the
+//! number users care about (`2/1` is a customer charged twice). Also the
+//! dispatches, where a scenario limits them, and effects no operation of the
+//! run accounts for.
+
+use super::view::{describe, OperationView, RunView};
+use super::{Anchor, Check, Findings};
+
+pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
+    unattributed(run, findings);
+    for operation in &run.operations {
+        counts(run, operation, findings);
+        dispatches(run, operation, findings);
+    }
+}
+
+/// Effects carrying no subject of this run: nothing the agent asked for.
+fn unattributed(run: &RunView<'_>, findings: &mut Findings) {
+    let stray: Vec<String> = run
+        .run
+        .ledger
+        .effects
+        .iter()
+        .filter(|effect| {
+            effect
+                .subject
+                .as_deref()
+                .and_then(|subject| run.trial.operation_of_subject(subject))
+                .is_none()
+        })
+        .map(|effect| format!("{} (dispatch {})", effect.receipt, effect.dispatch))
+        .collect();
+    if !stray.is_empty() {
+        findings.fail(
+            Anchor::Run,
+            Check::UnattributedEffect,
+            None,
+            format!(
+                "{} effect(s) carry no subject of this run's operations: {}",
+                stray.len(),
+                stray.join(", ")
+            ),
+        );
+    }
+}
+
+/// `duplicate-effect` / `missing-effect`: more effects than the operation may
+/// have (past the target's declared retention, a retry may be a new
+/// operation: one more per epoch), or fewer than expected.
+fn counts(run: &RunView<'_>, operation: &OperationView<'_>, findings: &mut Findings) {
+    let anchor = Anchor::Operation {
+        index: operation.index,
+        slot: 0,
+    };
+    let name = operation.name;
+    let (expected, expected_max) = (operation.expected, operation.expected_max);
+    let count = operation.effects.len() as u32;
+    if count > expected_max {
+        let extra = operation.effects[expected_max as usize];
+        let culprit = operation
+            .attempts
+            .iter()
+            .filter(|attempt| attempt.spans(extra.at))
+            .max_by_key(|attempt| attempt.sent_at)
+            .map(|attempt| format!("during attempt {}", describe(attempt)))
+            .unwrap_or_else(|| "while no attempt was in flight".into());
+        findings.fail(
+            anchor,
+            Check::DuplicateEffect,
+            Some(name),
+            format!(
+                "operation '{name}': {count} effects, expected {}; effect {} ({}, dispatch {} at {} ms) was committed {culprit}",
+                range(expected, expected_max),
+                expected_max + 1,
+                extra.receipt,
+                extra.dispatch,
+                extra.at
+            ),
+        );
+    } else if count < expected && run.judges_completion() {
+        let last = operation
+            .attempts
+            .last()
+            .map(|attempt| {
+                format!(
+                    "; the last attempt {} ended {}",
+                    describe(attempt),
+                    attempt.summary()
+                )
+            })
+            .unwrap_or_default();
+        findings.fail(
+            anchor,
+            Check::MissingEffect,
+            Some(name),
+            format!(
+                "operation '{name}': {count} effects, expected {expected}: the operation was abandoned{last}"
+            ),
+        );
+    }
+}
+
+/// `extra-dispatch`: more dispatches than `max-dispatches-per-operation`. A
+/// target that leans on the provider's dedup shows here, even when its
+/// effects are right.
+fn dispatches(run: &RunView<'_>, operation: &OperationView<'_>, findings: &mut Findings) {
+    let Some(limit) = run.trial.scenario.expect.max_dispatches_per_operation else {
+        return;
+    };
+    let dispatches = &operation.dispatches;
+    if dispatches.len() as u32 > limit {
+        let extra = dispatches[limit as usize];
+        let name = operation.name;
+        findings.fail(
+            Anchor::Operation {
+                index: operation.index,
+                slot: 1,
+            },
+            Check::ExtraDispatch,
+            Some(name),
+            format!(
+                "operation '{name}': {} dispatches reached the provider, at most {limit} allowed; dispatch {} at {} ms was one too many",
+                dispatches.len(),
+                extra.number,
+                extra.at
+            ),
+        );
+    }
+}
+
+fn range(min: u32, max: u32) -> String {
+    if min == max {
+        min.to_string()
+    } else {
+        format!("{min} to {max}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{Case, Found, ONE_CALL, TWO_CALLS};
+    use crate::check::Check;
+    use chaos_kit::protocol::Outcome;
+
+    #[test]
+    fn one_effect_for_one_operation_passes() {
+        let verdict = Case::new(ONE_CALL)
+            .commit(1, 3)
+            .answer(1, 1, 5, Outcome::Applied)
+            .judge();
+        assert!(verdict.findings.is_empty(), "{:?}", verdict.findings);
+    }
+
+    #[test]
+    fn a_second_effect_is_a_duplicate_naming_the_attempt_that_made_it() {
+        let verdict = Case::new(ONE_CALL)
+            .commit(1, 3)
+            .timeout(1, 1, 10)
+            .commit(1, 14)
+            .answer(1, 12, 16, Outcome::Applied)
+            .judge();
+        let message = &verdict.finding(Check::DuplicateEffect).message;
+        assert!(
+            message.starts_with("operation 'reminder': 2 effects, expected 1; effect 2 (rcpt-2, dispatch 2 at 14 ms)"),
+            "{message}"
+        );
+        assert!(
+            message.contains("during attempt att-0-1-1-2 (call 1, worker 1, attempt 2)"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn no_effect_is_a_missing_effect_unless_the_schedule_was_explored() {
+        let abandoned = |text: &str| Case::new(text).answer(1, 1, 5, Outcome::Unknown).judge();
+        let verdict = abandoned(ONE_CALL);
+        let message = &verdict.finding(Check::MissingEffect).message;
+        assert!(
+            message.contains("the operation was abandoned; the last attempt att-0-1-1-1"),
+            "{message}"
+        );
+        let explored = abandoned(&ONE_CALL.replace("lost-response", "explored"));
+        assert!(
+            !explored.has(Check::MissingEffect),
+            "{:?}",
+            explored.findings
+        );
+    }
+
+    #[test]
+    fn past_the_declared_retention_a_retry_may_add_one_effect() {
+        let late_retry = |retention_days| {
+            Case::new(TWO_CALLS)
+                .retention_days(retention_days)
+                .commit(1, 3)
+                .answer(1, 1, 5, Outcome::Applied)
+                .clock_jump(6, 400)
+                .commit(2, 9)
+                .answer(2, 8, 10, Outcome::Applied)
+                .judge()
+        };
+        assert!(!late_retry(7).has(Check::DuplicateEffect));
+        assert!(late_retry(500).has(Check::DuplicateEffect));
+    }
+
+    #[test]
+    fn a_dispatch_past_the_limit_is_an_extra_dispatch() {
+        let twice = |text: &str| {
+            Case::new(text)
+                .commit(1, 3)
+                .replayed_dispatch(1, 7)
+                .answer(1, 1, 9, Outcome::Replayed)
+                .judge()
+        };
+        let limited = twice(&format!("{ONE_CALL}max-dispatches-per-operation = 1\n"));
+        let message = &limited.finding(Check::ExtraDispatch).message;
+        assert!(
+            message.contains(
+                "2 dispatches reached the provider, at most 1 allowed; dispatch 2 at 7 ms"
+            ),
+            "{message}"
+        );
+        assert!(!twice(ONE_CALL).has(Check::ExtraDispatch));
+    }
+
+    #[test]
+    fn an_effect_nobody_asked_for_is_unattributed() {
+        let base = || {
+            Case::new(ONE_CALL)
+                .commit(1, 3)
+                .answer(1, 1, 5, Outcome::Applied)
+        };
+        let verdict = base().stray_effect(4).judge();
+        let message = &verdict.finding(Check::UnattributedEffect).message;
+        assert!(
+            message.starts_with("1 effect(s) carry no subject"),
+            "{message}"
+        );
+        assert!(!base().judge().has(Check::UnattributedEffect));
+    }
+}

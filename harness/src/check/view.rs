@@ -1,0 +1,408 @@
+//! What every checker reads, built once per run: for each logical operation,
+//! its attempts in the order they were sent, its slice of the ledger, its
+//! life split into epochs by the target's declared retention, and for each
+//! answer what it is judged against.
+
+use chaos_kit::clock::millis;
+use chaos_kit::target::TargetInfo;
+
+use super::OperationSummary;
+use crate::history::{Answer, Attempt, AttemptEnd, Dispatch, Effect, Ms, RunOutput};
+use crate::plan::{PlannedCall, Trial};
+use crate::scenario::TestKind;
+
+/// The run, as the checkers see it.
+pub(crate) struct RunView<'a> {
+    pub trial: &'a Trial<'a>,
+    pub run: &'a RunOutput,
+    pub operations: Vec<OperationView<'a>>,
+    /// When the caller's permission was first taken away, if it was.
+    pub revoked_at: Option<Ms>,
+}
+
+/// One logical operation of the run.
+pub(crate) struct OperationView<'a> {
+    /// Index into the trial's operations.
+    pub index: usize,
+    pub name: &'a str,
+    pub subject: &'a str,
+    /// Its attempts, in the order they were sent.
+    pub attempts: Vec<&'a Attempt>,
+    pub effects: Vec<&'a Effect>,
+    pub dispatches: Vec<&'a Dispatch>,
+    /// Its life split by the target's retention, in both readings of an
+    /// attempt that straddles it: `[eager, strict]` (see [`Epochs`]).
+    pub readings: [Epochs; 2],
+    /// The effects the scenario expects per epoch, and at most in all (the
+    /// reading with the more epochs allows the more).
+    pub expected: u32,
+    pub expected_max: u32,
+    /// Every attempt the target answered (even if the answer was then lost).
+    pub answers: Vec<AnswerView<'a>>,
+}
+
+/// One answer of the target, with what it is judged against.
+pub(crate) struct AnswerView<'a> {
+    /// The attempt's position in [`OperationView::attempts`].
+    pub position: usize,
+    pub attempt: &'a Attempt,
+    /// What the target said (what the agent read, or what a fault lost).
+    pub said: &'a Answer,
+    /// The operation's effects committed by the time the answer came.
+    pub effects_by_answer: Vec<&'a Effect>,
+    /// Those of them in the attempt's own epoch: effects of an earlier epoch
+    /// belong to an operation the target has (by its declared policy)
+    /// forgotten, and do not make a refusal of the new one dishonest.
+    pub effects_of_epoch: Vec<&'a Effect>,
+    /// The attempt's payload differs from the one its operation is bound to,
+    /// in every reading of the retention split.
+    pub changed: bool,
+    /// ...or equals it, in every reading.
+    pub unchanged: bool,
+}
+
+impl<'a> RunView<'a> {
+    pub(crate) fn new(trial: &'a Trial<'a>, target: &TargetInfo, run: &'a RunOutput) -> Self {
+        let retention_ms = target.retention.map(millis);
+        let operations = (0..trial.operations.len())
+            .map(|index| OperationView::new(trial, run, index, retention_ms))
+            .collect();
+        let revoked_at = run
+            .history
+            .faults
+            .iter()
+            .filter(|event| event.is_revocation())
+            .map(|event| event.at)
+            .min();
+        RunView {
+            trial,
+            run,
+            operations,
+            revoked_at,
+        }
+    }
+
+    /// Whether the run is judged on operations *completing* (`missing-effect`,
+    /// and liveness for calls without `expect`), or only on the universal
+    /// invariants.
+    ///
+    /// A schedule written by `chaos explore` is judged on the universal
+    /// invariants alone: at most the expected effects, honest outcomes, no
+    /// disclosure, no dispatch of a changed payload. Whether an operation can
+    /// complete there depends on a retry budget and faults a generator chose:
+    /// one attempt whose answer is lost, a restart slower than every retry, a
+    /// blind provider, a clock jump past the provider's retention. There,
+    /// `unknown` (or nothing at all) is the honest end, so completion is not
+    /// asked of the target.
+    pub(crate) fn judges_completion(&self) -> bool {
+        self.trial.scenario.test != TestKind::Explored
+    }
+
+    /// The attempts of one call step, in the order they were sent.
+    pub(crate) fn attempts_of_call(&self, number: u32) -> Vec<&'a Attempt> {
+        let mut attempts: Vec<&Attempt> = self
+            .run
+            .history
+            .attempts
+            .iter()
+            .filter(|attempt| attempt.call == number)
+            .collect();
+        attempts.sort_by_key(|attempt| attempt.sent_at);
+        attempts
+    }
+
+    /// The last attempt of each of the call's workers.
+    pub(crate) fn finals(&self, call: &PlannedCall) -> Vec<&'a Attempt> {
+        (1..=call.concurrency)
+            .filter_map(|worker| {
+                self.run
+                    .history
+                    .attempts
+                    .iter()
+                    .filter(|attempt| attempt.call == call.number && attempt.worker == worker)
+                    .max_by_key(|attempt| attempt.attempt)
+            })
+            .collect()
+    }
+
+    pub(crate) fn summaries(&self) -> Vec<OperationSummary> {
+        self.operations
+            .iter()
+            .map(|operation| OperationSummary {
+                name: operation.name.to_owned(),
+                effects: operation.effects.len() as u32,
+                expected_effects_min: operation.expected,
+                expected_effects_max: operation.expected_max,
+                dispatches: operation.dispatches.len() as u32,
+                outcomes: operation
+                    .attempts
+                    .iter()
+                    .map(|attempt| {
+                        format!(
+                            "{}.{}.{} {}",
+                            attempt.call,
+                            attempt.worker,
+                            attempt.attempt,
+                            attempt.summary()
+                        )
+                    })
+                    .collect(),
+                receipts: operation
+                    .effects
+                    .iter()
+                    .map(|effect| effect.receipt.clone())
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
+impl<'a> OperationView<'a> {
+    fn new(
+        trial: &'a Trial<'a>,
+        run: &'a RunOutput,
+        index: usize,
+        retention_ms: Option<u64>,
+    ) -> Self {
+        let operation = &trial.operations[index];
+        let subject = operation.subject.as_str();
+        let attempts = attempts_of(run, index);
+        let effects: Vec<&Effect> = run
+            .ledger
+            .effects
+            .iter()
+            .filter(|effect| effect.subject.as_deref() == Some(subject))
+            .collect();
+        let dispatches: Vec<&Dispatch> = run
+            .ledger
+            .dispatches
+            .iter()
+            .filter(|dispatch| dispatch.subject.as_deref() == Some(subject))
+            .collect();
+        let split = |straddlers_start| {
+            Epochs::split(
+                trial,
+                run,
+                index,
+                &attempts,
+                &dispatches,
+                retention_ms,
+                straddlers_start,
+            )
+        };
+        let readings = [split(true), split(false)];
+        let expected = trial.scenario.expected_effects(&operation.name);
+        let expected_max = expected * readings[0].starts.len() as u32;
+
+        let answers = attempts
+            .iter()
+            .enumerate()
+            .filter_map(|(position, attempt)| {
+                let said = match &attempt.end {
+                    AttemptEnd::Answered(answer) => answer,
+                    AttemptEnd::Lost { dropped, .. } => dropped,
+                    AttemptEnd::Failed { .. } => return None,
+                };
+                let [eager, strict] = &readings;
+                let (eager_epoch, strict_epoch) =
+                    (eager.of_attempt[position], strict.of_attempt[position]);
+                // The payload the operation is bound to in the attempt's epoch,
+                // in each reading; taken as a new operation, a straddling
+                // attempt is what binds it, so it is held to no earlier payload.
+                let bindings = [
+                    (!eager.straddling[position]).then(|| eager.bindings[eager_epoch].as_str()),
+                    Some(strict.bindings[strict_epoch].as_str()),
+                ];
+                let epoch_starts_at = eager.starts[eager_epoch].max(strict.starts[strict_epoch]);
+                let effects_by_answer: Vec<&Effect> = effects
+                    .iter()
+                    .copied()
+                    .filter(|effect| effect.at <= attempt.ended_at)
+                    .collect();
+                let effects_of_epoch = effects_by_answer
+                    .iter()
+                    .copied()
+                    .filter(|effect| effect.at >= epoch_starts_at)
+                    .collect();
+                let changed = bindings.iter().all(|binding| {
+                    binding.is_some_and(|binding| attempt.payload_fingerprint != binding)
+                });
+                let unchanged = bindings.iter().all(|binding| {
+                    binding.is_some_and(|binding| attempt.payload_fingerprint == binding)
+                });
+                Some(AnswerView {
+                    position,
+                    attempt,
+                    said,
+                    effects_by_answer,
+                    effects_of_epoch,
+                    changed,
+                    unchanged,
+                })
+            })
+            .collect();
+
+        OperationView {
+            index,
+            name: &operation.name,
+            subject,
+            attempts,
+            effects,
+            dispatches,
+            readings,
+            expected,
+            expected_max,
+            answers,
+        }
+    }
+}
+
+/// The attempts of operation `index`, in the order they were sent (ties by
+/// call, worker and attempt number): the order every report lists them in.
+pub(crate) fn attempts_of(run: &RunOutput, index: usize) -> Vec<&Attempt> {
+    let mut attempts: Vec<&Attempt> = run
+        .history
+        .attempts
+        .iter()
+        .filter(|attempt| attempt.operation == index)
+        .collect();
+    attempts.sort_by_key(|attempt| {
+        (
+            attempt.sent_at,
+            attempt.call,
+            attempt.worker,
+            attempt.attempt,
+        )
+    });
+    attempts
+}
+
+/// An operation's life split by the target's declared retention. Past it, the
+/// target's declared policy is that a retry may be a new operation: a new
+/// epoch, bound to its own payload and allowed its own effects. An attempt
+/// sent a retention after the start of the current epoch starts a new one. An
+/// attempt sent inside it, but still being handled when a clock jump carried
+/// the target past it, *straddles*: the target may have judged it either way,
+/// so both readings are built, and the checks that depend on the split fail
+/// only when they fail in both. Taken as new (the eager reading), it starts
+/// an epoch dated from after the jump, as the target's new record would be.
+pub(crate) struct Epochs {
+    /// When each epoch's first attempt was sent (run time, ms).
+    pub starts: Vec<Ms>,
+    /// The payload fingerprint each epoch is bound to: its first dispatch's,
+    /// or before any dispatch, its first attempt's.
+    pub bindings: Vec<String>,
+    /// The epoch of each attempt, in the view's order.
+    pub of_attempt: Vec<usize>,
+    /// Whether each attempt straddles the retention.
+    pub straddling: Vec<bool>,
+}
+
+impl Epochs {
+    fn split(
+        trial: &Trial<'_>,
+        run: &RunOutput,
+        operation: usize,
+        attempts: &[&Attempt],
+        dispatches: &[&Dispatch],
+        retention_ms: Option<u64>,
+        straddlers_start: bool,
+    ) -> Epochs {
+        let mut epochs = Epochs {
+            starts: Vec::new(),
+            bindings: Vec::new(),
+            of_attempt: Vec::with_capacity(attempts.len()),
+            straddling: Vec::with_capacity(attempts.len()),
+        };
+        let mut anchor_wall: Option<u64> = None;
+        for attempt in attempts {
+            let latest = latest_wall_clock(run, attempt);
+            // (whether it starts an epoch, whether it straddles, the new anchor)
+            let (starts_epoch, straddles, anchor) = match (anchor_wall, retention_ms) {
+                (None, _) => (true, false, attempt.wall_clock_ms),
+                (Some(anchor), Some(retention))
+                    if attempt.wall_clock_ms.saturating_sub(anchor) >= retention =>
+                {
+                    (true, false, attempt.wall_clock_ms)
+                }
+                // Perhaps a new operation: if the target took it as one, its
+                // record dates from after the jump, and so does this epoch.
+                (Some(anchor), Some(retention)) if latest.saturating_sub(anchor) >= retention => {
+                    if straddlers_start {
+                        (true, true, latest)
+                    } else {
+                        (false, true, anchor)
+                    }
+                }
+                (Some(anchor), _) => (false, false, anchor),
+            };
+            anchor_wall = Some(anchor);
+            if starts_epoch {
+                epochs.starts.push(attempt.sent_at);
+                epochs.bindings.push(attempt.payload_fingerprint.clone());
+            }
+            epochs.of_attempt.push(epochs.starts.len() - 1);
+            epochs.straddling.push(straddles);
+        }
+        if epochs.starts.is_empty() {
+            epochs.starts.push(0);
+            epochs
+                .bindings
+                .push(trial.operations[operation].approved_fingerprint.clone());
+        }
+        // What the target bound an epoch to is best seen in what it sent: the
+        // first dispatch of the epoch. An attempt the target refused before
+        // claiming (say, the authority did not answer) bound nothing.
+        let mut bound = vec![false; epochs.starts.len()];
+        for dispatch in dispatches {
+            let epoch = epochs.at(dispatch.at);
+            if !bound[epoch] {
+                bound[epoch] = true;
+                epochs.bindings[epoch] = dispatch.payload_fingerprint.clone();
+            }
+        }
+        epochs
+    }
+
+    /// The epoch under way at run time `at`.
+    pub(crate) fn at(&self, at: Ms) -> usize {
+        self.starts
+            .iter()
+            .rposition(|start| *start <= at)
+            .unwrap_or(0)
+    }
+}
+
+/// The latest the target's wall clock can have read while handling
+/// `attempt`: its wall clock when sent, plus the time it took, plus every
+/// clock jump before its answer arrived (one in the millisecond it was sent
+/// too, to err on the side of the target).
+fn latest_wall_clock(run: &RunOutput, attempt: &Attempt) -> u64 {
+    let jumps: u64 = run
+        .history
+        .faults
+        .iter()
+        .filter(|event| attempt.sent_at <= event.at && event.at < attempt.ended_at)
+        .filter_map(|event| event.clock_jump().map(millis))
+        .sum();
+    attempt.wall_clock_ms + (attempt.ended_at - attempt.sent_at) + jumps
+}
+
+/// How a reason names an attempt. Written out only when a finding is: most
+/// attempts are named by none.
+pub(crate) fn describe(attempt: &Attempt) -> Described<'_> {
+    Described(attempt)
+}
+
+pub(crate) struct Described<'a>(&'a Attempt);
+
+impl std::fmt::Display for Described<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let attempt = self.0;
+        write!(
+            f,
+            "{} (call {}, worker {}, attempt {})",
+            attempt.attempt_id, attempt.call, attempt.worker, attempt.attempt
+        )
+    }
+}

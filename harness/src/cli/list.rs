@@ -1,0 +1,80 @@
+//! `chaos list`: the targets a run can name and the scenarios it can run.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::error::Error;
+use crate::exit::Exit;
+use crate::scenario::Scenario;
+use crate::target;
+use crate::target_file;
+
+#[derive(Debug, clap::Args)]
+pub(super) struct ListArgs {
+    /// Where to look for scenarios.
+    #[arg(long, default_value = "scenarios")]
+    scenarios: PathBuf,
+    /// Where to look for target files (DIR/*/target.toml, DIR/*/*.target.toml).
+    #[arg(long, default_value = "targets")]
+    targets: PathBuf,
+}
+
+/// Lists everything that parses; every file that does not is an error after.
+pub(super) fn list(args: ListArgs) -> Result<Exit, Error> {
+    let mut broken = Vec::new();
+    let retention = |retention: Option<Duration>| {
+        retention.map_or_else(
+            || "forever".into(),
+            |retention| humantime::format_duration(retention).to_string(),
+        )
+    };
+    println!("targets (run with --target NAME):");
+    for target in target::reference_targets() {
+        println!(
+            "  {:<34} sim   {} (retention: {})",
+            target.info.name,
+            target.info.summary,
+            retention(target.info.retention)
+        );
+    }
+    for found in target_file::discover(&args.targets) {
+        match found {
+            Ok(file) => println!(
+                "  {:<34} live  {} (retention: {}) [{}]",
+                file.name,
+                file.summary,
+                retention(file.info().retention),
+                file.path.display()
+            ),
+            Err(error) => broken.push(error),
+        }
+    }
+    let mut paths = scenario_files(&args.scenarios)?;
+    paths.sort();
+    println!("scenarios in {}:", args.scenarios.display());
+    for path in paths {
+        match Scenario::load(&path) {
+            Ok(scenario) => println!(
+                "  {:<32} {:<20} {}",
+                scenario.name,
+                scenario.test.as_str(),
+                scenario.description.lines().next().unwrap_or("")
+            ),
+            Err(error) => broken.push(error),
+        }
+    }
+    if broken.is_empty() {
+        Ok(Exit::Success)
+    } else {
+        Err(Error::Files(broken))
+    }
+}
+
+fn scenario_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|error| Error::Usage(format!("failed to read {}: {error}", dir.display())))?;
+    Ok(entries
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
+        .collect())
+}

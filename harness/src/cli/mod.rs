@@ -1,0 +1,235 @@
+//! The command line: flags (clap) over the library's verbs. Each command's
+//! presenter is its own file; this one holds the flags and what every
+//! command shares: loading scenarios and targets, printing a summary and
+//! writing its reports, and stopping cleanly on Ctrl-C.
+//!
+//! Presenters return an [`Exit`] for how the run ended, or an [`Error`] for
+//! what stopped it; the binary prints errors, in one place.
+
+mod bench;
+mod compare;
+mod explore;
+mod list;
+mod merge;
+mod run;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::error::Error;
+use crate::exit::Exit;
+use crate::report::{self, json, junit, markdown, table, Format, Summary};
+use crate::scenario::Scenario;
+use crate::target::{self, Target};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "chaos",
+    version,
+    about = "Proves whether an idempotency layer holds, by driving it through faults and counting real effects",
+    after_help = EXIT_CODES
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+const EXIT_CODES: &str = "Exit codes:\n  0  every invariant held\n  1  an invariant was violated\n  2  bad input or usage\n  3  a verdict could not be reached (target error, run cut short)\n  4  the run finished, but its reports could not be written\n  130 interrupted; no report written";
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run scenarios against targets and judge every seed.
+    Run(run::RunArgs),
+    /// List the targets (reference targets and target files) and the scenarios.
+    List(list::ListArgs),
+    /// Measure simulations per second: the six-test mix against a no-fault run.
+    Bench(bench::BenchArgs),
+    /// Generate fault schedules nobody wrote; shrink a failure to a minimal scenario file.
+    Explore(explore::ExploreArgs),
+    /// Combine the shard reports of a `--partition` run into the report of the whole run.
+    Merge(merge::MergeArgs),
+    /// Show reports side by side (targets as columns, scenarios as rows) and
+    /// the regressions between reports of the same target; exits 1 on a regression.
+    Compare(compare::CompareArgs),
+}
+
+/// Runs the command the flags name.
+pub fn run(cli: Cli) -> Result<Exit, Error> {
+    match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::List(args) => list::list(args),
+        Command::Bench(args) => bench::bench(args),
+        Command::Explore(args) => explore::explore(args),
+        Command::Merge(args) => merge::merge(args),
+        Command::Compare(args) => compare::compare(args),
+    }
+}
+
+/// Where the reports of a run (or a merge) go.
+#[derive(Debug, clap::Args)]
+struct ReportArgs {
+    /// The folder the reports are written into.
+    #[arg(long, default_value = "reports/latest")]
+    out: PathBuf,
+    /// Which reports to write into --out, comma-separated: json (report.json),
+    /// junit (junit.xml), markdown (summary.md), html (report.html).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "json,junit,markdown,html"
+    )]
+    emit: Vec<Format>,
+    /// Also write the JUnit XML report to this file.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
+    /// What goes to stdout: the table, or one report for piping (then the
+    /// progress and summary lines go to stderr).
+    #[arg(long, value_enum, default_value_t = Stdout::Table)]
+    format: Stdout,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Stdout {
+    Table,
+    Json,
+    Markdown,
+}
+
+/// Where `--target NAME` looks for target files.
+const TARGETS_DIR: &str = "targets";
+
+/// Every scenario file, parsed; every error in them at once.
+fn load_scenarios(paths: &[PathBuf]) -> Result<Vec<Scenario>, Error> {
+    let mut scenarios = Vec::with_capacity(paths.len());
+    let mut errors = Vec::new();
+    for path in paths {
+        match Scenario::load(path) {
+            Ok(scenario) => scenarios.push(scenario),
+            Err(error) => errors.push(error),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(Error::Files(errors));
+    }
+    let mut names: Vec<&str> = scenarios
+        .iter()
+        .map(|scenario| scenario.name.as_str())
+        .collect();
+    names.sort_unstable();
+    if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(Error::Usage(format!(
+            "two scenario files are both named '{}'; scenario names must be unique",
+            pair[0]
+        )));
+    }
+    Ok(scenarios)
+}
+
+/// Every `--target`, resolved (every reference target when none is given).
+fn resolve_targets(args: &[String]) -> Result<Vec<Target>, Error> {
+    if args.is_empty() {
+        return Ok(target::reference_targets()
+            .into_iter()
+            .map(Target::Sim)
+            .collect());
+    }
+    let mut resolved = Vec::with_capacity(args.len());
+    let mut errors = Vec::new();
+    for arg in args {
+        match target::resolve(arg, Path::new(TARGETS_DIR)) {
+            Ok(target) => resolved.push(target),
+            Err(error) => errors.push(error),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(Error::Targets(errors));
+    }
+    let mut names: Vec<&str> = resolved.iter().map(Target::name).collect();
+    names.sort_unstable();
+    if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(Error::Usage(format!(
+            "two targets of this run are both named '{}'; each column needs its own name",
+            pair[0]
+        )));
+    }
+    Ok(resolved)
+}
+
+/// Prints a human line: on stdout with the table, on stderr when stdout
+/// carries a report for piping.
+fn say(reports: &ReportArgs, line: String) {
+    if reports.format == Stdout::Table {
+        println!("{line}");
+    } else {
+        eprintln!("{line}");
+    }
+}
+
+/// Shows a summary, writes its reports and says how the run ended.
+fn present(summary: &Summary, reports: &ReportArgs) -> Result<Exit, Error> {
+    let failures = table::render_failures(summary);
+    match reports.format {
+        Stdout::Table => {
+            let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            println!("{}", table::render(summary, color));
+            print!("{failures}");
+        }
+        Stdout::Json => {
+            println!("{}", json::render(summary));
+            eprint!("{failures}");
+        }
+        Stdout::Markdown => {
+            print!("{}", markdown::render(summary));
+            eprint!("{failures}");
+        }
+    }
+
+    let written =
+        report::write(summary, &reports.out, &reports.emit).map_err(|source| Error::Write {
+            what: "the reports into",
+            path: reports.out.clone(),
+            source,
+        })?;
+    for path in written {
+        say(reports, format!("report: {}", path.display()));
+    }
+    if let Some(path) = &reports.junit {
+        crate::fs::write_atomically(path, junit::render(summary).as_bytes()).map_err(|source| {
+            Error::Write {
+                what: "the JUnit report",
+                path: path.clone(),
+                source,
+            }
+        })?;
+        say(reports, format!("report: {}", path.display()));
+    }
+    let exit = summary.exit();
+    say(
+        reports,
+        format!("exit {}: {}", exit.code(), exit.describe()),
+    );
+    Ok(exit)
+}
+
+/// Sets the returned flag on Ctrl-C; a second Ctrl-C ends every live target
+/// and exits at once.
+fn cancel_on_ctrl_c(message: &'static str) -> Arc<AtomicBool> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = cancel.clone();
+    let handler = ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            // The user means it. Live targets go first: no orphans.
+            crate::live::end_all_targets();
+            std::process::exit(i32::from(Exit::Interrupted.code()));
+        }
+        eprintln!("\n{message} (Ctrl-C again to quit now)");
+    });
+    if let Err(error) = handler {
+        eprintln!("warning: Ctrl-C will not stop the run cleanly: {error}");
+    }
+    cancel
+}

@@ -1,0 +1,115 @@
+//! `chaos run`: every scenario against every target, every seed judged.
+
+use std::path::PathBuf;
+
+use super::{cancel_on_ctrl_c, load_scenarios, present, resolve_targets, say, ReportArgs};
+use crate::error::Error;
+use crate::exit::Exit;
+use crate::progress::{Bar, Observer};
+use crate::sweep::{Partition, Payloads, Seeds, Sweep, FAILURES_KEPT_PER_CELL};
+use crate::target::Target;
+
+#[derive(Debug, clap::Args)]
+pub(super) struct RunArgs {
+    /// Scenario files (e.g. scenarios/*.toml).
+    #[arg(required = true)]
+    scenarios: Vec<PathBuf>,
+    /// A target to run (repeatable): a reference target's name (simulated), a
+    /// target file's path or its name from `chaos list` (live).
+    /// Default: every reference target.
+    #[arg(long = "target", value_name = "NAME|FILE")]
+    targets: Vec<String>,
+    /// Run this many seeds per (scenario, target), from --first-seed; live,
+    /// this many trials. Default: 200, or 5 when a target runs live.
+    #[arg(long, conflicts_with = "seed")]
+    seeds: Option<u64>,
+    /// The first seed of a sweep.
+    #[arg(long, conflicts_with = "seed", default_value_t = 0)]
+    first_seed: u64,
+    /// Run exactly this seed (replays a failure).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Run only shard K of N: every Nth (scenario, target, seed) trial from the
+    /// Kth. `chaos merge` combines the N shard reports into the whole run's.
+    #[arg(long, value_name = "K/N")]
+    partition: Option<Partition>,
+    /// Put payload bytes and the bearer token in the reports (redacted by default).
+    #[arg(long)]
+    include_payloads: bool,
+    /// Keep the full record (history, ledger, timeline) of this many
+    /// non-passing seeds per cell; the first failing seed is always kept.
+    #[arg(long, value_name = "N", default_value_t = FAILURES_KEPT_PER_CELL)]
+    keep_failures: usize,
+    #[command(flatten)]
+    reports: ReportArgs,
+}
+
+/// Live trials take real seconds each; simulated ones, microseconds.
+fn default_seeds(targets: &[Target]) -> u64 {
+    if targets
+        .iter()
+        .any(|target| matches!(target, Target::Live { .. }))
+    {
+        5
+    } else {
+        200
+    }
+}
+
+pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
+    let scenarios = load_scenarios(&args.scenarios)?;
+    let targets = resolve_targets(&args.targets)?;
+    let seeds = match args.seed {
+        Some(seed) => Seeds::One(seed),
+        None if args.seeds == Some(0) => {
+            return Err(Error::Usage("--seeds must be at least 1".into()))
+        }
+        None => Seeds::Range {
+            first: args.first_seed,
+            count: args.seeds.unwrap_or(default_seeds(&targets)),
+        },
+    };
+    let sweep = Sweep {
+        seeds,
+        partition: args.partition,
+        payloads: if args.include_payloads {
+            Payloads::Included
+        } else {
+            Payloads::Redacted
+        },
+        failures_kept: args.keep_failures,
+    };
+
+    // The seed first, so a run that dies halfway can still be replayed.
+    let shard = args
+        .partition
+        .map(|partition| format!("; shard {partition}"))
+        .unwrap_or_default();
+    say(
+        &args.reports,
+        format!(
+            "chaos: {seeds}; {} scenario(s) x {} target(s){shard}",
+            scenarios.len(),
+            targets.len()
+        ),
+    );
+
+    let cancel = cancel_on_ctrl_c(
+        "interrupted: stopping (simulated trials in flight finish, live targets are ended); no report will be written",
+    );
+    let bar = Bar::on_stderr("trials", None);
+    let observer: &dyn Observer = match &bar {
+        Some(bar) => bar,
+        None => &(),
+    };
+    let summary = crate::run(&scenarios, &targets, sweep, observer, &cancel);
+    observer.finished();
+    let summary = summary.ok_or(Error::Interrupted)?;
+    if summary.cells.is_empty() {
+        eprintln!(
+            "warning: shard {} holds no trials: there are fewer trials than shards",
+            args.partition.map(|p| p.to_string()).unwrap_or_default()
+        );
+    }
+    present(&summary, &args.reports)
+}

@@ -1,0 +1,91 @@
+//! What can stop a command, each with the exit code it ends with (nextest's
+//! `process_exit_code` is the model). Errors are printed in one place, the
+//! binary's `main`; every message says what to fix.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::exit::Exit;
+use crate::input::FileError;
+use crate::report::json::ReadError;
+use crate::report::merge::MergeError;
+use crate::target::ResolveError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Input files that could not be used (scenarios, target files), each
+    /// with its file, line and the valid choices.
+    #[error("{}", join_errors(.0))]
+    Files(Vec<FileError>),
+    /// A `--target` that names nothing, or a file that does not parse.
+    #[error("{}", join_errors(.0))]
+    Targets(Vec<ResolveError>),
+    /// A flag or a combination of them that cannot be run.
+    #[error("{0}")]
+    Usage(String),
+    /// A file that should be a chaos report.json and is not.
+    #[error(transparent)]
+    Report(#[from] ReadError),
+    #[error("{error}\n  reports: {reports}")]
+    Merge { error: MergeError, reports: String },
+    /// The run finished; its reports could not be written.
+    #[error("failed to write {what} {}: {source}", path.display())]
+    Write {
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// Ctrl-C before the run finished.
+    #[error("interrupted: nothing was written")]
+    Interrupted,
+}
+
+impl Error {
+    /// The exit code this error ends the command with.
+    pub fn exit(&self) -> Exit {
+        match self {
+            Error::Files(_)
+            | Error::Targets(_)
+            | Error::Usage(_)
+            | Error::Report(_)
+            | Error::Merge { .. } => Exit::BadInput,
+            Error::Write { .. } => Exit::ReportsNotWritten,
+            Error::Interrupted => Exit::Interrupted,
+        }
+    }
+}
+
+/// Several errors, one per line; the printer prefixes each with `error: `.
+fn join_errors<E: std::fmt::Display>(errors: &[E]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\nerror: ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_carries_a_documented_exit_code() {
+        let errors = [
+            Error::Usage("--seeds must be at least 1".into()),
+            Error::Interrupted,
+            Error::Write {
+                what: "the reports into",
+                path: "out".into(),
+                source: io::Error::other("disk full"),
+            },
+        ];
+        let codes: Vec<Exit> = errors.iter().map(Error::exit).collect();
+        assert_eq!(
+            codes,
+            [Exit::BadInput, Exit::Interrupted, Exit::ReportsNotWritten]
+        );
+        for exit in codes {
+            assert!(Exit::ALL.contains(&exit));
+        }
+    }
+}

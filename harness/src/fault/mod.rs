@@ -1,0 +1,467 @@
+//! Faults as rules: what a scenario declares and what `chaos explore` generates.
+//!
+//! Every fault names *when* it acts in protocol terms (the Nth dispatch, the
+//! Nth answer, after the Nth call), never in wall-clock terms, so the same
+//! schedule means the same thing in the simulator and against a real process.
+//!
+//! A fault is a rule (turmoil-net's `Rule` is the model): the nemesis shows
+//! every rule each [`Event`] of the run, and a rule passes or gives a verdict,
+//! an [`Action`]. An exchange (a dispatch, an answer) can suffer one thing:
+//! of the verdicts on it, the one that leaves the least to happen wins (a
+//! crash before a loss before a delay), and among equals the first rule in
+//! the scenario. A moment (after a call, after a commit) is not an exchange:
+//! every rule due then acts, in order.
+//!
+//! One file per kind. A kind owns its file shape and validation, its
+//! description, its rule, its role, how `chaos explore` generates and shrinks
+//! it, and what live mode does with it. Adding a kind is its file, one line
+//! in [`kinds!`] below, a scenario that uses it and a row in the README's
+//! table of kinds; the compiler asks for the rest inside the kind's file.
+
+mod clock;
+mod crash;
+mod delay;
+mod lose;
+mod revoke;
+
+use std::fmt;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::strategy::{BoxedStrategy, Union};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+pub use clock::AdvanceClock;
+pub use crash::{CrashPoint, CrashTarget};
+pub use delay::Delay;
+pub use lose::{Hop, LoseRequest, LoseResponse, LossMode};
+pub use revoke::{Grant, Revoke};
+
+/// Declares every kind: its variant of [`Fault`] and of the file shape, and
+/// its place in the registry. The order is the order error messages list the
+/// kinds in and the order `chaos explore` draws from.
+macro_rules! kinds {
+    ($($variant:ident($kind:ty),)+) => {
+        /// One fault of a schedule.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum Fault {
+            $($variant($kind),)+
+        }
+
+        /// A `[[fault]]` table as written: the kind names its shape.
+        #[derive(Debug, Serialize, Deserialize)]
+        #[serde(tag = "kind", rename_all = "kebab-case")]
+        pub(crate) enum FaultFile {
+            $($variant(<$kind as Declared>::File),)+
+        }
+
+        impl Fault {
+            /// Every kind, as written in a scenario.
+            pub const KINDS: &'static [&'static str] = &[$(<$kind as Declared>::NAME,)+];
+
+            fn rule(&self) -> &dyn Kind {
+                match self {
+                    $(Fault::$variant(fault) => fault,)+
+                }
+            }
+
+            fn rule_mut(&mut self) -> &mut dyn Kind {
+                match self {
+                    $(Fault::$variant(fault) => fault,)+
+                }
+            }
+
+            /// The fault as its `[[fault]]` table.
+            pub(crate) fn to_file(&self) -> FaultFile {
+                match self {
+                    $(Fault::$variant(fault) => FaultFile::$variant(fault.to_file()),)+
+                }
+            }
+        }
+
+        impl FaultFile {
+            /// Checks what the file shape cannot say, for a scenario of `calls` calls.
+            pub(crate) fn validate(self, calls: u32) -> Result<Fault, String> {
+                match self {
+                    $(FaultFile::$variant(file) => {
+                        <$kind as Declared>::from_file(file, calls).map(Fault::$variant)
+                    })+
+                }
+            }
+        }
+
+        /// Every fault `chaos explore` may draw, in `space`.
+        pub(crate) fn strategy(space: Space) -> impl Strategy<Value = Fault> {
+            Union::new_weighted(vec![
+                $((
+                    <$kind as Declared>::WEIGHT,
+                    <$kind as Declared>::strategy(space).prop_map(Fault::$variant).boxed(),
+                ),)+
+            ])
+        }
+    };
+}
+
+kinds! {
+    LoseResponse(LoseResponse),
+    LoseRequest(LoseRequest),
+    Delay(Delay),
+    CrashTarget(CrashTarget),
+    AdvanceClock(AdvanceClock),
+    Revoke(Revoke),
+}
+
+/// What a fault does, whatever its kind. Object-safe: the nemesis, the
+/// reports and the live driver hold faults of every kind.
+pub(crate) trait Kind: fmt::Display {
+    fn name(&self) -> &'static str;
+    /// The role that feels it (the one that never hears back, or the one
+    /// killed, revoked or moved in time).
+    fn role(&self) -> Role;
+    /// The rule: its verdict on `event`, or `None` to let it pass.
+    fn verdict(&self, event: Event) -> Option<Action>;
+    /// Its moment, if it waits for one (most kinds act on exchanges instead).
+    fn trigger(&self) -> Option<Trigger> {
+        None
+    }
+    /// The same, to renumber it when shrinking removes calls.
+    fn trigger_mut(&mut self) -> Option<&mut Trigger> {
+        None
+    }
+    /// Each way to make it one step simpler, for shrinking.
+    fn simpler(&self) -> Vec<Fault>;
+    /// What live mode does with it.
+    fn live(&self) -> Live;
+}
+
+/// How a kind is written, read back and generated.
+pub(crate) trait Declared: Kind + Sized {
+    const NAME: &'static str;
+    /// How often `chaos explore` draws it, relative to the other kinds.
+    const WEIGHT: u32;
+    /// Its `[[fault]]` table (serde, strict).
+    type File: Serialize + DeserializeOwned;
+    fn from_file(file: Self::File, calls: u32) -> Result<Self, String>;
+    fn to_file(&self) -> Self::File;
+    fn strategy(space: Space) -> BoxedStrategy<Self>;
+}
+
+impl Fault {
+    /// The kebab-case kind, as written in a scenario.
+    pub fn kind(&self) -> &'static str {
+        self.rule().name()
+    }
+
+    pub fn role(&self) -> Role {
+        self.rule().role()
+    }
+
+    pub(crate) fn verdict(&self, event: Event) -> Option<Action> {
+        self.rule().verdict(event)
+    }
+
+    /// When it fires, for a fault that waits for a moment.
+    pub fn trigger(&self) -> Option<Trigger> {
+        self.rule().trigger()
+    }
+
+    pub(crate) fn trigger_mut(&mut self) -> Option<&mut Trigger> {
+        self.rule_mut().trigger_mut()
+    }
+
+    pub(crate) fn simpler(&self) -> Vec<Fault> {
+        self.rule().simpler()
+    }
+
+    pub(crate) fn live(&self) -> Live {
+        self.rule().live()
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.rule().fmt(f)
+    }
+}
+
+/// Which role a fault acts on; `clock` jumps move every role's wall clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    Agent,
+    Target,
+    Provider,
+    Authority,
+    Clock,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Agent => "agent",
+            Role::Target => "target",
+            Role::Provider => "provider",
+            Role::Authority => "authority",
+            Role::Clock => "clock",
+        }
+    }
+}
+
+/// A protocol point the nemesis shows every rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// The provider received its Nth dispatch (1-based).
+    Dispatch(u32),
+    /// The agent read the target's Nth answer (1-based, over the whole run).
+    Answer(u32),
+    /// A moment: see [`Trigger`].
+    Moment(Trigger),
+}
+
+/// When a moment's fault (a clock jump, a revocation) fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Trigger {
+    /// After the agent's Nth call step has ended (1-based).
+    AfterCall(u32),
+    /// Right after the provider acted on its Nth dispatch.
+    AfterCommit(u32),
+}
+
+impl Trigger {
+    /// Reads `after-call = N` / `after-commit = N`: exactly one, naming a call
+    /// of a scenario with `calls` calls, or a dispatch.
+    pub(crate) fn from_file(
+        kind: &str,
+        after_call: Option<u32>,
+        after_commit: Option<u32>,
+        calls: u32,
+    ) -> Result<Trigger, String> {
+        match (after_call, after_commit) {
+            (Some(call), None) if call == 0 || call > calls => Err(format!(
+                "after-call = {call} names no call: this scenario has calls 1 to {calls}"
+            )),
+            (Some(call), None) => Ok(Trigger::AfterCall(call)),
+            (None, Some(0)) => Err("after-commit counts dispatches from 1, not 0".into()),
+            (None, Some(dispatch)) => Ok(Trigger::AfterCommit(dispatch)),
+            _ => Err(format!(
+                "{kind} needs exactly one of after-call = N or after-commit = N"
+            )),
+        }
+    }
+
+    /// `(after-call, after-commit)`, as written.
+    pub(crate) fn to_file(self) -> (Option<u32>, Option<u32>) {
+        match self {
+            Trigger::AfterCall(call) => (Some(call), None),
+            Trigger::AfterCommit(dispatch) => (None, Some(dispatch)),
+        }
+    }
+
+    /// One step simpler: an earlier call or dispatch.
+    pub(crate) fn simpler(self) -> Vec<Trigger> {
+        match self {
+            Trigger::AfterCall(call) => crate::simplify::lower_u32(call, 1)
+                .into_iter()
+                .map(Trigger::AfterCall)
+                .collect(),
+            Trigger::AfterCommit(dispatch) => crate::simplify::lower_u32(dispatch, 1)
+                .into_iter()
+                .map(Trigger::AfterCommit)
+                .collect(),
+        }
+    }
+
+    pub(crate) fn strategy(space: Space) -> impl Strategy<Value = Trigger> {
+        prop_oneof![
+            (1..=space.calls).prop_map(Trigger::AfterCall),
+            nth(space).prop_map(Trigger::AfterCommit),
+        ]
+    }
+}
+
+impl fmt::Display for Trigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Trigger::AfterCall(n) => write!(f, "after call {n}"),
+            Trigger::AfterCommit(n) => write!(f, "after dispatch {n} was committed"),
+        }
+    }
+}
+
+/// A rule's verdict: what goes wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// The provider does not act on the dispatch; the target is killed
+    /// holding it, and restarted this much later.
+    CrashBeforeDispatch { restart_after: Duration },
+    /// The provider does not act on the dispatch; the connection is held or reset.
+    LoseRequest(LossMode),
+    /// The provider acts, then the target is killed before it hears back.
+    CrashAfterCommit { restart_after: Duration },
+    /// The answer on `hop` is lost after the sender acted.
+    LoseAnswer { hop: Hop, mode: LossMode },
+    /// The answer on `hop` arrives this late.
+    DelayAnswer { hop: Hop, by: Duration },
+    /// Every wall clock jumps forward.
+    AdvanceClock(Duration),
+    /// The caller loses this grant.
+    Revoke(Grant),
+}
+
+impl Action {
+    /// Of two verdicts on one exchange, the lower wins: it leaves less to happen.
+    fn precedence(self) -> u8 {
+        match self {
+            Action::CrashBeforeDispatch { .. } => 0,
+            Action::LoseRequest(_) => 1,
+            Action::CrashAfterCommit { .. } => 2,
+            Action::LoseAnswer { .. } => 3,
+            Action::DelayAnswer { .. } => 4,
+            Action::AdvanceClock(_) | Action::Revoke(_) => 5,
+        }
+    }
+
+    /// A crash asks the driver to kill the target, and restart it this much later.
+    pub(crate) fn restart_after(self) -> Option<Duration> {
+        match self {
+            Action::CrashBeforeDispatch { restart_after }
+            | Action::CrashAfterCommit { restart_after } => Some(restart_after),
+            _ => None,
+        }
+    }
+}
+
+/// The verdict that wins an exchange among `faults`' verdicts on `event`,
+/// with the index of the fault that gave it.
+pub(crate) fn winner(faults: &[Fault], event: Event) -> Option<(usize, Action)> {
+    faults
+        .iter()
+        .enumerate()
+        .filter_map(|(index, fault)| Some((index, fault.verdict(event)?)))
+        .min_by_key(|(index, action)| (action.precedence(), *index))
+}
+
+/// What live mode does with a fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Live {
+    /// The same as the simulator, over real sockets.
+    AsSimulated,
+    /// The same, and it costs a restart of the target process.
+    Restarts,
+    /// A clock jump of this much: nobody may move a real clock, so it is
+    /// waited out, with retentions shortened (`live::schedule`).
+    ClockJump(Duration),
+}
+
+/// The part of the fault space `chaos explore` draws from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Space {
+    /// Calls per case: an `after-call` names one of them.
+    pub calls: u32,
+    /// Faults act on one of the first this-many dispatches or answers.
+    pub nth: u32,
+}
+
+pub(crate) fn nth(space: Space) -> impl Strategy<Value = u32> {
+    1..=space.nth
+}
+
+/// Checks a fault's `nth`: it counts from 1.
+pub(crate) fn check_nth(kind: &str, nth: u32) -> Result<(), String> {
+    if nth == 0 {
+        return Err(format!("{kind}: nth counts from 1, not 0"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str, calls: u32) -> Result<Fault, String> {
+        let file: FaultFile = toml::from_str(text).map_err(|error| error.to_string())?;
+        file.validate(calls)
+    }
+
+    #[test]
+    fn every_kind_reads_back_what_it_writes() {
+        let faults = [
+            "kind = \"lose-response\"\nhop = \"target-to-agent\"\nnth = 2\nmode = \"reset\"",
+            "kind = \"lose-request\"\nnth = 1\nmode = \"hold\"",
+            "kind = \"delay\"\nhop = \"provider-to-target\"\nnth = 1\nby = \"5ms\"",
+            "kind = \"crash-target\"\nat = \"after-commit\"\nnth = 1\nrestart-after = \"10ms\"",
+            "kind = \"advance-clock\"\nby = \"25h\"\nafter-call = 1",
+            "kind = \"revoke\"\ngrant = \"scope\"\nafter-commit = 2",
+        ];
+        let mut seen = Vec::new();
+        for text in faults {
+            let fault = parse(text, 1).unwrap_or_else(|error| panic!("{text}: {error}"));
+            let written = toml::to_string(&fault.to_file()).unwrap();
+            assert_eq!(parse(&written, 1), Ok(fault.clone()), "{written}");
+            seen.push(fault.kind());
+        }
+        assert_eq!(seen, Fault::KINDS, "a kind without a case here");
+    }
+
+    #[test]
+    fn a_kind_rejects_a_field_it_does_not_have() {
+        let error = parse(
+            "kind = \"lose-request\"\nnth = 1\nmode = \"hold\"\nhop = \"target-to-agent\"",
+            1,
+        )
+        .unwrap_err();
+        assert!(error.contains("unknown field `hop`"), "{error}");
+    }
+
+    #[test]
+    fn a_crash_outranks_a_loss_which_outranks_a_delay() {
+        let lose = parse(
+            "kind = \"lose-response\"\nhop = \"provider-to-target\"\nnth = 1\nmode = \"hold\"",
+            1,
+        )
+        .unwrap();
+        let delay = parse(
+            "kind = \"delay\"\nhop = \"provider-to-target\"\nnth = 1\nby = \"5ms\"",
+            1,
+        )
+        .unwrap();
+        let crash = parse(
+            "kind = \"crash-target\"\nat = \"after-commit\"\nnth = 1\nrestart-after = \"10ms\"",
+            1,
+        )
+        .unwrap();
+        let faults = [delay.clone(), lose.clone(), crash];
+        let (index, action) = winner(&faults, Event::Dispatch(1)).unwrap();
+        assert_eq!(index, 2);
+        assert!(matches!(action, Action::CrashAfterCommit { .. }));
+        let (index, _) = winner(&faults[..2], Event::Dispatch(1)).unwrap();
+        assert_eq!(index, 1, "a loss outranks a delay written before it");
+        assert_eq!(winner(&faults, Event::Dispatch(2)), None);
+        assert_eq!(
+            winner(&[delay.clone(), delay], Event::Dispatch(1))
+                .unwrap()
+                .0,
+            0
+        );
+    }
+
+    #[test]
+    fn triggers_name_exactly_one_moment() {
+        assert_eq!(
+            Trigger::from_file("revoke", Some(1), None, 2),
+            Ok(Trigger::AfterCall(1))
+        );
+        assert!(Trigger::from_file("revoke", Some(3), None, 2)
+            .unwrap_err()
+            .contains("calls 1 to 2"));
+        assert!(Trigger::from_file("revoke", None, Some(0), 2)
+            .unwrap_err()
+            .contains("from 1"));
+        for (call, commit) in [(None, None), (Some(1), Some(1))] {
+            assert!(Trigger::from_file("revoke", call, commit, 2)
+                .unwrap_err()
+                .contains("exactly one"));
+        }
+    }
+}

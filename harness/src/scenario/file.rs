@@ -1,0 +1,366 @@
+//! The scenario file's serde shape, kept apart from the domain type: strict
+//! TOML (`deny_unknown_fields`, spans for every table that can be wrong) in,
+//! a validated [`Scenario`] out, and back.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use chaos_kit::protocol::{Outcome, ProviderProfile};
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use super::{
+    Call, Expectations, NetworkSetup, PayloadVariant, ProviderSetup, Scenario, ScenarioError,
+    TestKind, Workload,
+};
+use crate::fault::FaultFile;
+use crate::input;
+
+/// Parses and validates `text` as the scenario at `path`.
+pub(super) fn read(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
+    let file: ScenarioFile = input::parse(path, text)?;
+    file.validate(path, text)
+}
+
+/// The scenario as a file, every key written out.
+pub(super) fn write(scenario: &Scenario) -> String {
+    let nowhere = || 0..0;
+    let file = ScenarioFile {
+        test: scenario.test,
+        description: scenario.description.clone(),
+        provider: ProviderFile {
+            profile: scenario.provider.profile,
+            retention: scenario.provider.retention,
+            processing_delay: Some(scenario.provider.processing_delay),
+        },
+        network: NetworkFile {
+            min_latency: scenario.network.min_latency,
+            max_latency: scenario.network.max_latency,
+        },
+        workload: WorkloadFile {
+            tool: scenario.workload.tool.clone(),
+            subject_field: scenario.workload.subject_field.clone(),
+        },
+        call: scenario
+            .calls
+            .iter()
+            .map(|call| {
+                Spanned::new(
+                    nowhere(),
+                    CallFile {
+                        operation: call.operation.clone(),
+                        payload: call.payload,
+                        attempts: call.attempts,
+                        concurrency: call.concurrency,
+                        expect: call.expect.clone(),
+                    },
+                )
+            })
+            .collect(),
+        fault: scenario
+            .faults
+            .iter()
+            .map(|fault| Spanned::new(nowhere(), fault.to_file()))
+            .collect(),
+        expect: Some(Spanned::new(
+            nowhere(),
+            ExpectFile {
+                effects_per_operation: scenario.expect.effects_per_operation,
+                effects: scenario.expect.effects.clone(),
+                max_dispatches_per_operation: scenario.expect.max_dispatches_per_operation,
+            },
+        )),
+    };
+    toml::to_string(&file).expect("a scenario always serialises to TOML")
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct ScenarioFile {
+    test: TestKind,
+    description: String,
+    provider: ProviderFile,
+    #[serde(default)]
+    network: NetworkFile,
+    #[serde(default)]
+    workload: WorkloadFile,
+    #[serde(default)]
+    call: Vec<Spanned<CallFile>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    fault: Vec<Spanned<FaultFile>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expect: Option<Spanned<ExpectFile>>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct ProviderFile {
+    profile: ProviderProfile,
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    retention: Option<Duration>,
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    processing_delay: Option<Duration>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct NetworkFile {
+    #[serde(default = "default_min_latency", with = "humantime_serde")]
+    min_latency: Duration,
+    #[serde(default = "default_max_latency", with = "humantime_serde")]
+    max_latency: Duration,
+}
+
+impl Default for NetworkFile {
+    fn default() -> Self {
+        NetworkFile {
+            min_latency: default_min_latency(),
+            max_latency: default_max_latency(),
+        }
+    }
+}
+
+fn default_min_latency() -> Duration {
+    Duration::from_millis(1)
+}
+
+fn default_max_latency() -> Duration {
+    Duration::from_millis(2)
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct WorkloadFile {
+    #[serde(default = "default_tool")]
+    tool: String,
+    #[serde(default = "default_subject_field")]
+    subject_field: String,
+}
+
+impl Default for WorkloadFile {
+    fn default() -> Self {
+        WorkloadFile {
+            tool: default_tool(),
+            subject_field: default_subject_field(),
+        }
+    }
+}
+
+fn default_tool() -> String {
+    "send_reminder".into()
+}
+
+fn default_subject_field() -> String {
+    "invoice".into()
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct CallFile {
+    operation: String,
+    #[serde(default = "default_payload")]
+    payload: PayloadVariant,
+    #[serde(default = "default_attempts")]
+    attempts: u32,
+    #[serde(default = "default_concurrency")]
+    concurrency: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expect: Option<BTreeSet<Outcome>>,
+}
+
+fn default_payload() -> PayloadVariant {
+    PayloadVariant::Original
+}
+
+fn default_attempts() -> u32 {
+    6
+}
+
+fn default_concurrency() -> u32 {
+    1
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct ExpectFile {
+    #[serde(default = "default_effects")]
+    effects_per_operation: u32,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    effects: BTreeMap<String, u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_dispatches_per_operation: Option<u32>,
+}
+
+fn default_effects() -> u32 {
+    1
+}
+
+impl Default for ExpectFile {
+    fn default() -> Self {
+        ExpectFile {
+            effects_per_operation: default_effects(),
+            effects: BTreeMap::new(),
+            max_dispatches_per_operation: None,
+        }
+    }
+}
+
+pub const MAX_ATTEMPTS: u32 = 64;
+pub const MAX_CONCURRENCY: u32 = 32;
+
+impl ScenarioFile {
+    fn validate(self, path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
+        let errors = input::Errors { path, text };
+        let error_at = |span, message| errors.at(span, message);
+        let error = |message| errors.whole(message);
+
+        let name = path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .ok_or_else(|| error("a scenario file needs a name".into()))?;
+
+        if self.call.is_empty() {
+            return Err(error(
+                "a scenario needs at least one [[call]] table: the agent has nothing to do".into(),
+            ));
+        }
+        if self.workload.tool.is_empty() || !self.workload.tool.bytes().all(is_token_byte) {
+            return Err(error(format!(
+                "workload.tool '{}' must be a non-empty name of letters, digits, '_' or '-'",
+                self.workload.tool
+            )));
+        }
+        if self.network.min_latency.is_zero() || self.network.min_latency > self.network.max_latency
+        {
+            return Err(error(
+                "network.min-latency must be at least 1ms and at most network.max-latency".into(),
+            ));
+        }
+        if self.provider.retention.is_some() && self.provider.profile == ProviderProfile::Blind {
+            return Err(error(
+                "provider.retention has no meaning for a blind provider, which remembers nothing. \
+                 Remove it, or choose profile 'keyed' or 'lookup'"
+                    .into(),
+            ));
+        }
+
+        let mut calls = Vec::with_capacity(self.call.len());
+        for spanned in self.call {
+            let span = spanned.span();
+            let call = spanned.into_inner();
+            if !(1..=MAX_ATTEMPTS).contains(&call.attempts) {
+                return Err(error_at(
+                    span,
+                    format!(
+                        "attempts must be between 1 and {MAX_ATTEMPTS}, not {}",
+                        call.attempts
+                    ),
+                ));
+            }
+            if !(1..=MAX_CONCURRENCY).contains(&call.concurrency) {
+                return Err(error_at(
+                    span,
+                    format!(
+                        "concurrency must be between 1 and {MAX_CONCURRENCY}, not {}",
+                        call.concurrency
+                    ),
+                ));
+            }
+            if call.operation.is_empty() || !call.operation.bytes().all(is_token_byte) {
+                return Err(error_at(
+                    span,
+                    format!(
+                        "operation '{}' must be a non-empty name of letters, digits, '_' or '-'",
+                        call.operation
+                    ),
+                ));
+            }
+            if call.expect.as_ref().is_some_and(BTreeSet::is_empty) {
+                return Err(error_at(
+                    span,
+                    "expect = [] accepts nothing; remove it to accept any honest outcome".into(),
+                ));
+            }
+            calls.push(Call {
+                operation: call.operation,
+                payload: call.payload,
+                attempts: call.attempts,
+                concurrency: call.concurrency,
+                expect: call.expect,
+            });
+        }
+
+        let call_count = calls.len() as u32;
+        let mut faults = Vec::with_capacity(self.fault.len());
+        for spanned in self.fault {
+            let span = spanned.span();
+            let fault = spanned
+                .into_inner()
+                .validate(call_count)
+                .map_err(|message| error_at(span, message))?;
+            faults.push(fault);
+        }
+
+        let (expect_span, expect) = match self.expect {
+            Some(spanned) => (spanned.span(), spanned.into_inner()),
+            None => (0..0, ExpectFile::default()),
+        };
+        let mut operations: Vec<&str> = Vec::new();
+        for call in &calls {
+            if !operations.contains(&call.operation.as_str()) {
+                operations.push(&call.operation);
+            }
+        }
+        for operation in expect.effects.keys() {
+            if !operations.contains(&operation.as_str()) {
+                return Err(error_at(
+                    expect_span.clone(),
+                    format!(
+                        "unknown operation '{operation}' in [expect.effects]. Choose from: {}",
+                        operations.join(", ")
+                    ),
+                ));
+            }
+        }
+
+        Ok(Scenario {
+            name,
+            path: path.to_owned(),
+            test: self.test,
+            description: self.description.trim().to_owned(),
+            provider: ProviderSetup {
+                profile: self.provider.profile,
+                retention: self.provider.retention,
+                processing_delay: self.provider.processing_delay.unwrap_or(Duration::ZERO),
+            },
+            network: NetworkSetup {
+                min_latency: self.network.min_latency,
+                max_latency: self.network.max_latency,
+            },
+            workload: Workload {
+                tool: self.workload.tool,
+                subject_field: self.workload.subject_field,
+            },
+            calls,
+            faults,
+            expect: Expectations {
+                effects_per_operation: expect.effects_per_operation,
+                effects: expect.effects,
+                max_dispatches_per_operation: expect.max_dispatches_per_operation,
+            },
+        })
+    }
+}
+
+fn is_token_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-'
+}

@@ -1,0 +1,283 @@
+//! Stage 1: scenario files. Strict TOML in, a validated [`Scenario`] out.
+//!
+//! [`Scenario`] is the domain type every later stage reads; the file's serde
+//! shape lives apart in [`file`], which checks every key
+//! (`deny_unknown_fields`) and every value, and names the file, the line and
+//! what would have been accepted in each error.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chaos_kit::protocol::{Outcome, ProviderProfile};
+use serde::{Deserialize, Serialize};
+
+use crate::fault::Fault;
+use crate::input::{self, FileError};
+
+mod file;
+
+pub use file::{MAX_ATTEMPTS, MAX_CONCURRENCY};
+
+/// Which of the six tests (or an explored schedule) a scenario belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TestKind {
+    LostResponse,
+    ConcurrentAttempts,
+    ChangedPayload,
+    WorkerRestart,
+    ExpiredHistory,
+    RevokedPermission,
+    /// Written by `chaos explore`.
+    Explored,
+}
+
+impl TestKind {
+    /// As written in a scenario's `test = "..."`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TestKind::LostResponse => "lost-response",
+            TestKind::ConcurrentAttempts => "concurrent-attempts",
+            TestKind::ChangedPayload => "changed-payload",
+            TestKind::WorkerRestart => "worker-restart",
+            TestKind::ExpiredHistory => "expired-history",
+            TestKind::RevokedPermission => "revoked-permission",
+            TestKind::Explored => "explored",
+        }
+    }
+}
+
+/// The arguments an attempt carries, relative to the operation's approved payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PayloadVariant {
+    /// The payload the operation was approved with.
+    Original,
+    /// Same subject, different recipient: a different action under the same key.
+    Changed,
+    /// The original with keys reordered and whitespace added: the same action.
+    Equivalent,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    /// The file stem, e.g. `lost-response-keyed`.
+    pub name: String,
+    pub path: PathBuf,
+    pub test: TestKind,
+    pub description: String,
+    pub provider: ProviderSetup,
+    pub network: NetworkSetup,
+    pub workload: Workload,
+    pub calls: Vec<Call>,
+    pub faults: Vec<Fault>,
+    pub expect: Expectations,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderSetup {
+    pub profile: ProviderProfile,
+    /// How long the provider remembers keys (keyed) or receipts (lookup).
+    pub retention: Option<Duration>,
+    /// Time the provider spends before committing, to widen races.
+    pub processing_delay: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NetworkSetup {
+    pub min_latency: Duration,
+    pub max_latency: Duration,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workload {
+    pub tool: String,
+    /// The argument that names the business object; the provider attributes
+    /// every effect to an operation by it.
+    pub subject_field: String,
+}
+
+/// One step of the agent: attempts of one logical operation, retried until a
+/// definitive answer or until the budget is spent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub operation: String,
+    pub payload: PayloadVariant,
+    /// Attempts per worker, the retry budget.
+    pub attempts: u32,
+    /// Workers released together on the same operation.
+    pub concurrency: u32,
+    /// The definitive outcomes this call may end with; `None` accepts any that
+    /// the universal checks accept.
+    pub expect: Option<BTreeSet<Outcome>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expectations {
+    pub effects_per_operation: u32,
+    /// Per-operation overrides of `effects_per_operation`.
+    pub effects: BTreeMap<String, u32>,
+    pub max_dispatches_per_operation: Option<u32>,
+}
+
+impl Scenario {
+    /// Operation names in order of first use.
+    pub fn operations(&self) -> Vec<&str> {
+        let mut seen = Vec::new();
+        for call in &self.calls {
+            if !seen.contains(&call.operation.as_str()) {
+                seen.push(call.operation.as_str());
+            }
+        }
+        seen
+    }
+
+    pub fn expected_effects(&self, operation: &str) -> u32 {
+        self.expect
+            .effects
+            .get(operation)
+            .copied()
+            .unwrap_or(self.expect.effects_per_operation)
+    }
+
+    /// Parses and validates `text` as the scenario at `path`.
+    pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
+        file::read(path, text)
+    }
+
+    /// The scenario as a file: every key written out, so that [`Scenario::parse`]
+    /// of the text, at this scenario's path, gives back an equal scenario.
+    pub fn to_toml(&self) -> String {
+        file::write(self)
+    }
+
+    /// Reads, parses and validates the scenario file at `path`.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        Scenario::parse(path, &input::read(path, "scenario file")?)
+    }
+}
+
+/// A scenario that could not be used, with where and why.
+pub type ScenarioError = FileError;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+test = "lost-response"
+description = "minimal"
+
+[provider]
+profile = "keyed"
+retention = "24h"
+
+[[call]]
+operation = "reminder"
+"#;
+
+    fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+        Scenario::parse(Path::new("scenarios/example.toml"), text)
+    }
+
+    #[test]
+    fn a_minimal_scenario_gets_defaults() {
+        let scenario = parse(MINIMAL).unwrap();
+        assert_eq!(scenario.name, "example");
+        assert_eq!(scenario.calls[0].attempts, 6);
+        assert_eq!(scenario.calls[0].concurrency, 1);
+        assert_eq!(scenario.workload.tool, "send_reminder");
+        assert_eq!(scenario.expect.effects_per_operation, 1);
+        assert_eq!(
+            scenario.provider.retention,
+            Some(Duration::from_secs(86_400))
+        );
+    }
+
+    #[test]
+    fn an_unknown_key_names_file_line_and_choices() {
+        let text = MINIMAL.replace(
+            "operation = \"reminder\"",
+            "operation = \"reminder\"\nattempt = 3",
+        );
+        let message = parse(&text).unwrap_err().to_string();
+        assert!(
+            message.starts_with("scenarios/example.toml:11:"),
+            "{message}"
+        );
+        assert!(message.contains("unknown field `attempt`"), "{message}");
+        assert!(message.contains("attempts"), "{message}");
+    }
+
+    #[test]
+    fn an_unknown_fault_kind_lists_the_kinds() {
+        let text = format!("{MINIMAL}\n[[fault]]\nkind = \"crsh\"\nnth = 1\n");
+        let message = parse(&text).unwrap_err().to_string();
+        assert!(message.contains("crsh"), "{message}");
+        for kind in Fault::KINDS {
+            assert!(message.contains(kind), "{kind} missing from: {message}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_profile_lists_the_profiles() {
+        let text = MINIMAL.replace("\"keyed\"", "\"stripe\"");
+        let message = parse(&text).unwrap_err().to_string();
+        assert!(
+            message.contains("keyed") && message.contains("lookup") && message.contains("blind"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn semantic_errors_point_at_the_table() {
+        let text =
+            format!("{MINIMAL}\n[[fault]]\nkind = \"revoke\"\ngrant = \"token\"\nafter-call = 4\n");
+        let message = parse(&text).unwrap_err().to_string();
+        // Line 12 is the `[[fault]]` header: MINIMAL opens with a newline.
+        assert!(
+            message.starts_with("scenarios/example.toml:12:"),
+            "{message}"
+        );
+        assert!(message.contains("calls 1 to 1"), "{message}");
+    }
+
+    #[test]
+    fn a_revoke_needs_exactly_one_trigger() {
+        let text = format!(
+            "{MINIMAL}\n[[fault]]\nkind = \"revoke\"\ngrant = \"token\"\nafter-call = 1\nafter-commit = 1\n"
+        );
+        assert!(parse(&text).unwrap_err().message.contains("exactly one"));
+    }
+
+    #[test]
+    fn unknown_operations_in_expectations_are_named() {
+        let text = format!("{MINIMAL}\n[expect.effects]\nreminde = 1\n");
+        let message = parse(&text).unwrap_err().to_string();
+        assert!(message.contains("unknown operation 'reminde'"), "{message}");
+        assert!(message.contains("Choose from: reminder"), "{message}");
+    }
+
+    #[test]
+    fn a_written_scenario_reads_back_equal() {
+        // Issue 5: `chaos explore` writes what it found with `to_toml`, and
+        // `chaos run` must read back exactly that schedule.
+        let text = format!(
+            "{MINIMAL}\n[[call]]\noperation = \"other\"\npayload = \"changed\"\nexpect = [\"conflict\"]\n\
+             [[fault]]\nkind = \"crash-target\"\nat = \"after-commit\"\nnth = 2\nrestart-after = \"1s 5ms\"\n\
+             [[fault]]\nkind = \"advance-clock\"\nby = \"25h\"\nafter-call = 1\n\
+             [expect]\nmax-dispatches-per-operation = 2\n[expect.effects]\nother = 0\n"
+        );
+        let scenario = parse(&text).unwrap();
+        let written = scenario.to_toml();
+        assert_eq!(parse(&written).unwrap(), scenario, "{written}");
+    }
+
+    #[test]
+    fn durations_are_humantime() {
+        let text = MINIMAL.replace("\"24h\"", "\"a day\"");
+        let message = parse(&text).unwrap_err().to_string();
+        assert!(message.contains("scenarios/example.toml:7:"), "{message}");
+    }
+}

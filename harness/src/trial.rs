@@ -1,0 +1,187 @@
+//! One trial, whatever carries it: `plan -> Driver::run -> check -> Judged`.
+//!
+//! A [`Driver`] (the simulator, or a real process) plans a scenario's trial
+//! for a seed and runs it into a [`RunOutput`]; it never judges. Judging is
+//! here and only here, the same for both transports: one `catch_unwind`
+//! around the run, one around the checkers, and one policy for a run cut
+//! short, so the same history gets the same verdict sim and live.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use chaos_kit::target::TargetInfo;
+
+use crate::check::{self, Check, Liveness, Status, Verdict};
+use crate::history::RunOutput;
+use crate::plan::Trial;
+use crate::scenario::Scenario;
+use crate::sweep::Transport;
+
+/// Carries trials of one target: the simulator, or a real process.
+pub(crate) trait Driver: Sync {
+    fn transport(&self) -> Transport;
+
+    /// Whether several of its trials may run at once. Simulated trials are
+    /// independent; live ones share the machine's real time and services.
+    fn parallel(&self) -> bool;
+
+    /// The trial of `scenario` for `seed`: its keys, subjects, payloads and
+    /// timeouts, decided before anything runs.
+    fn plan<'a>(&self, scenario: &'a Scenario, seed: u64) -> Trial<'a>;
+
+    fn run(&self, trial: &Trial<'_>, cancel: &AtomicBool) -> Run;
+}
+
+/// What became of one trial's run.
+#[derive(Debug)]
+pub(crate) enum Run {
+    /// The trial ran (perhaps cut short: then `output.error` says why).
+    /// `target` is what the checkers know of the target for this run: its
+    /// retention in force (live runs shorten it).
+    Ran {
+        output: RunOutput,
+        target: TargetInfo,
+    },
+    /// The trial could not run at all (the target never got ready, the
+    /// scenario cannot be done live): every seed of the cell would say the
+    /// same.
+    Blocked { reason: String },
+    /// Ctrl-C: nothing is judged.
+    Cancelled,
+}
+
+/// One trial, judged.
+#[derive(Debug)]
+pub struct Judged<'a> {
+    pub trial: Trial<'a>,
+    pub verdict: Verdict,
+    /// What the run produced, when it ran.
+    pub run: Option<RunOutput>,
+    /// The target as the checkers knew it for this run (live runs shorten
+    /// its retention), when it ran.
+    pub target: Option<TargetInfo>,
+    /// The trial could not run at all: the rest of its cell is not tried.
+    pub(crate) cell_blocked: bool,
+}
+
+/// Plans, runs and judges the trial of `scenario` for `seed` on `driver`.
+/// `None` when cancelled. A panic in the driver or in a checker is an
+/// `unknown` verdict for this trial, never a crash of the whole run.
+pub(crate) fn judge<'a>(
+    driver: &dyn Driver,
+    scenario: &'a Scenario,
+    seed: u64,
+    cancel: &AtomicBool,
+) -> Option<Judged<'a>> {
+    let trial = driver.plan(scenario, seed);
+    if cancel.load(Ordering::Relaxed) {
+        return None;
+    }
+    let run = catch_unwind(AssertUnwindSafe(|| driver.run(&trial, cancel)));
+    let judged = |trial, verdict, run: Option<(RunOutput, TargetInfo)>, cell_blocked| {
+        let (run, target) = run.unzip();
+        Judged {
+            trial,
+            verdict,
+            run,
+            target,
+            cell_blocked,
+        }
+    };
+    Some(match run {
+        Err(panic) => {
+            let verdict = Verdict::unknown(format!(
+                "the {} run panicked: {}",
+                driver.transport(),
+                panic_message(&panic)
+            ));
+            judged(trial, verdict, None, false)
+        }
+        Ok(Run::Cancelled) => return None,
+        Ok(Run::Blocked { reason }) => judged(trial, Verdict::unknown(reason), None, true),
+        Ok(Run::Ran { output, target }) => {
+            let verdict = catch_unwind(AssertUnwindSafe(|| check::check(&trial, &target, &output)))
+                .unwrap_or_else(|panic| {
+                    Verdict::unknown(format!("the checker failed: {}", panic_message(&panic)))
+                });
+            let verdict = cut_short(verdict, output.error.is_some());
+            judged(trial, verdict, Some((output, target)), false)
+        }
+    })
+}
+
+/// A run cut short (its target died or hung, the simulation ran out of
+/// time) leaves operations without their effect or their answer. Those
+/// findings are the cut's doing, not the target's: unless something else
+/// failed, the verdict is `unknown`, and what remains to say is why the run
+/// was cut short. As in Jepsen, a failure already recorded dominates.
+fn cut_short(verdict: Verdict, cut_short: bool) -> Verdict {
+    let artefacts = [
+        Check::MissingEffect,
+        Check::Stuck,
+        Check::UnexpectedOutcome,
+        Check::RunIncomplete,
+    ];
+    let real_failure = verdict
+        .findings
+        .iter()
+        .any(|finding| !artefacts.contains(&finding.check));
+    if !cut_short || real_failure {
+        return verdict;
+    }
+    Verdict {
+        status: Status::Unknown,
+        safety: Status::Unknown,
+        liveness: Liveness::Unknown,
+        findings: verdict
+            .findings
+            .into_iter()
+            .filter(|finding| finding.check == Check::RunIncomplete)
+            .collect(),
+        operations: verdict.operations,
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|message| (*message).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with no message".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::Finding;
+
+    fn verdict(checks: &[Check]) -> Verdict {
+        Verdict {
+            status: Status::Fail,
+            safety: Status::Fail,
+            liveness: Liveness::Fail,
+            findings: checks
+                .iter()
+                .map(|&check| Finding {
+                    check,
+                    operation: None,
+                    message: check.to_string(),
+                })
+                .collect(),
+            operations: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_cut_short_run_is_unknown_unless_something_real_failed() {
+        let artefacts = verdict(&[Check::MissingEffect, Check::Stuck, Check::RunIncomplete]);
+        let judged = cut_short(artefacts.clone(), true);
+        assert_eq!(judged.status, Status::Unknown);
+        assert_eq!(judged.findings.len(), 1);
+        assert_eq!(judged.findings[0].check, Check::RunIncomplete);
+        assert_eq!(cut_short(artefacts, false).status, Status::Fail);
+
+        let real = verdict(&[Check::DuplicateEffect, Check::RunIncomplete]);
+        assert_eq!(cut_short(real, true).status, Status::Fail);
+    }
+}
