@@ -1,5 +1,6 @@
 //! `chaos bench`: how many simulations per second the simulator runs, for the
-//! six-test mix and for a no-fault run, measured in the same process.
+//! test mix (a scenario of each of the six tests, and a re-plan) and for a
+//! no-fault run, measured in the same process.
 //!
 //! Figures are medians over several timed rounds on one thread (per core),
 //! then one all-cores round. Machines are noisy; the ratio of two medians
@@ -65,9 +66,9 @@ impl BenchFigures {
         format!(
             "chaos bench: target {}, {} rounds of {} per figure{}\n\
              no-fault run        {:>8.0} simulations/s per core (median; rounds: {})\n\
-             six-test mix        {:>8.0} simulations/s per core (median; rounds: {})\n\
+             test mix            {:>8.0} simulations/s per core (median; rounds: {})\n\
              ratio mix/no-fault  {:>8.2}\n\
-             six-test mix, {} cores {:>6.0} simulations/s\n{}",
+             {:<20}{:>8.0} simulations/s\n{}",
             self.target,
             self.rounds,
             humantime::format_duration(self.round_length),
@@ -81,7 +82,7 @@ impl BenchFigures {
             self.mix_per_core.median,
             rounds(&self.mix_per_core),
             self.ratio(),
-            self.cores,
+            format!("test mix, {} cores", self.cores),
             self.mix_all_cores,
             if self.mix_not_passing > 0 {
                 format!(
@@ -95,7 +96,7 @@ impl BenchFigures {
     }
 }
 
-/// Runs the benchmark: `mix` are the six tests' scenarios, run round-robin.
+/// Runs the benchmark: `mix` are the mixed scenarios, run round-robin.
 pub(crate) fn bench(
     mix: &[Scenario],
     target: &SimTarget,

@@ -39,7 +39,7 @@ pub struct History {
 }
 
 /// One transport attempt of one logical operation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Attempt {
     /// Index into the trial's operations.
     pub operation: usize,
@@ -49,7 +49,17 @@ pub struct Attempt {
     /// 1-based within the worker.
     pub attempt: u32,
     pub attempt_id: String,
+    /// The tool call it carries (`X-Tool-Use-Id`): the same on the retries
+    /// of one tool call, new each time the step was decided again.
+    pub tool_use_id: String,
+    /// Which decision of the step that tool call is: 1 for the first, 2 and
+    /// on for re-plans, further subagents, second approvals.
+    pub decision: u32,
+    /// The Idempotency-Key it carried.
+    pub key: String,
     pub payload_fingerprint: String,
+    /// Of the payload's intent (`plan::Payload::intent`).
+    pub intent: String,
     pub sent_at: Ms,
     pub ended_at: Ms,
     /// The wall clock (with any injected offset) when the attempt was sent.
@@ -66,6 +76,8 @@ pub enum AttemptEnd {
     Lost { mode: LossMode, dropped: Answer },
     /// No answer: timeout, reset or refusal.
     Failed { failure: CallFailure },
+    /// The agent crashed while waiting: whatever came back reached nobody.
+    Abandoned,
 }
 
 /// An answer as the agent read it.
@@ -94,6 +106,7 @@ impl Attempt {
             AttemptEnd::Answered(answer) => answer.outcome.to_string(),
             AttemptEnd::Lost { mode, .. } => format!("lost ({mode})"),
             AttemptEnd::Failed { failure } => failure.to_string(),
+            AttemptEnd::Abandoned => "abandoned (the agent crashed)".into(),
         }
     }
 
@@ -187,7 +200,20 @@ pub struct Dispatch {
     pub subject: Option<String>,
     pub key: Option<String>,
     pub payload_fingerprint: String,
+    /// Of the payload's intent, when it differs from `payload_fingerprint`
+    /// (a number spelled `4999.0`, a free-text field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent_fingerprint: Option<String>,
     pub disposition: Disposition,
+}
+
+impl Dispatch {
+    /// The fingerprint of what the dispatch meant to do.
+    pub fn intent(&self) -> &str {
+        self.intent_fingerprint
+            .as_deref()
+            .unwrap_or(&self.payload_fingerprint)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

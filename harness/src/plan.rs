@@ -6,10 +6,10 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use bytes::Bytes;
-use chaos_kit::canonical::payload_fingerprint;
+use chaos_kit::canonical::{intent_fingerprint, payload_fingerprint};
 use chaos_kit::protocol::Outcome;
 
-use crate::scenario::{PayloadVariant, Scenario};
+use crate::scenario::{Identity, PayloadVariant, Scenario, Workload};
 
 /// Who the agent acts as. The target learns tenant and actor from the
 /// authority, never from these constants or the arguments.
@@ -78,16 +78,33 @@ impl Timing {
     }
 }
 
-/// One logical operation of the workload.
+/// One logical operation of the workload: one intent of the agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Operation {
     pub name: String,
-    /// The Idempotency-Key the agent sends on every attempt.
+    /// The Idempotency-Key the agent sends when the orchestrator holds it.
     pub key: String,
+    /// The planned step of the run it is (`X-Step-Id`): the same on every
+    /// attempt and every re-plan of it.
+    pub step_id: String,
     /// The value of the subject field; how the provider attributes effects.
     pub subject: String,
-    /// Fingerprint of the payload of the operation's first call: what was approved.
-    pub approved_fingerprint: String,
+    /// The payload of the operation's first call: what was approved.
+    pub approved: Payload,
+    /// Its arguments as a re-plan re-words them, when the workload has a
+    /// free-text field to re-word.
+    pub drifted: Option<Payload>,
+}
+
+/// The arguments of a tool call, with what they are judged by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payload {
+    pub bytes: Bytes,
+    /// Of the canonical JSON: two payloads that mean the same bytes-wise.
+    pub fingerprint: String,
+    /// Of the intent: the same action, however the model worded it
+    /// (`chaos_kit::canonical::intent`).
+    pub intent: String,
 }
 
 /// One call step, with its bytes.
@@ -97,10 +114,11 @@ pub struct PlannedCall {
     pub number: u32,
     pub operation: usize,
     pub variant: PayloadVariant,
-    pub payload: Bytes,
-    pub fingerprint: String,
+    pub payload: Payload,
     pub attempts: u32,
     pub concurrency: u32,
+    pub subagents: u32,
+    pub identity: Identity,
     pub expect: Option<BTreeSet<Outcome>>,
 }
 
@@ -110,9 +128,13 @@ pub struct Trial<'a> {
     pub scenario: &'a Scenario,
     pub seed: u64,
     pub timing: Timing,
+    /// The agent run (`X-Run-Id`).
+    pub run_id: String,
     pub operations: Vec<Operation>,
     pub calls: Vec<PlannedCall>,
     pub token: String,
+    /// What makes this trial's identities fresh (live), appended to each.
+    suffix: String,
 }
 
 impl<'a> Trial<'a> {
@@ -131,6 +153,7 @@ impl<'a> Trial<'a> {
         namespace: Option<&str>,
     ) -> Trial<'a> {
         let suffix = namespace.map_or_else(String::new, |namespace| format!("-{namespace}"));
+        let workload = &scenario.workload;
         let operations: Vec<Operation> = scenario
             .operations()
             .into_iter()
@@ -142,16 +165,16 @@ impl<'a> Trial<'a> {
                     .find(|call| call.operation == name)
                     .map(|call| call.payload)
                     .unwrap_or(PayloadVariant::Original);
-                let approved = payload(
-                    &scenario.workload.subject_field,
-                    name,
-                    &subject,
-                    first_variant,
-                );
+                let drifted = workload
+                    .free_text_field
+                    .is_some()
+                    .then(|| Payload::of(workload, name, &subject, PayloadVariant::Drifted));
                 Operation {
                     name: name.to_owned(),
                     key: format!("op-{name}-{seed:x}{suffix}"),
-                    approved_fingerprint: payload_fingerprint(&approved),
+                    step_id: format!("step-{name}"),
+                    approved: Payload::of(workload, name, &subject, first_variant),
+                    drifted,
                     subject,
                 }
             })
@@ -166,20 +189,20 @@ impl<'a> Trial<'a> {
                     .iter()
                     .position(|op| op.name == call.operation)
                     .expect("every call's operation was collected above");
-                let bytes = payload(
-                    &scenario.workload.subject_field,
-                    &call.operation,
-                    &operations[operation].subject,
-                    call.payload,
-                );
                 PlannedCall {
                     number: index as u32 + 1,
                     operation,
                     variant: call.payload,
-                    fingerprint: payload_fingerprint(&bytes),
-                    payload: bytes,
+                    payload: Payload::of(
+                        workload,
+                        &call.operation,
+                        &operations[operation].subject,
+                        call.payload,
+                    ),
                     attempts: call.attempts,
                     concurrency: call.concurrency,
+                    subagents: call.subagents,
+                    identity: call.identity,
                     expect: call.expect.clone(),
                 }
             })
@@ -189,9 +212,11 @@ impl<'a> Trial<'a> {
             scenario,
             seed,
             timing,
+            run_id: format!("run-{seed:x}{suffix}"),
             operations,
             calls,
             token: format!("tok-{seed:x}{suffix}"),
+            suffix,
         }
     }
 
@@ -204,6 +229,11 @@ impl<'a> Trial<'a> {
     pub fn operation_of_subject(&self, subject: &str) -> Option<usize> {
         self.operations.iter().position(|op| op.subject == subject)
     }
+
+    /// What this trial's identities carry to keep them fresh (live).
+    pub(crate) fn suffix(&self) -> &str {
+        &self.suffix
+    }
 }
 
 /// The attempt id of one transport attempt: unique within the run, and across
@@ -212,27 +242,78 @@ pub(crate) fn attempt_id(seed: u64, call: u32, worker: u32, attempt: u32) -> Str
     format!("att-{seed:x}-{call}-{worker}-{attempt}")
 }
 
+/// The model's id for tool call `decision` of call `call`: 1 for the step as
+/// first decided, 2 and on for each time it was decided again (a re-plan,
+/// another subagent, a second approval).
+pub(crate) fn tool_use_id(seed: u64, call: u32, decision: u32, suffix: &str) -> String {
+    format!("tu-{seed:x}-{call}-{decision}{suffix}")
+}
+
+/// The key a tool call mints for itself when nobody holds the step's: the
+/// model's tool-use id, as frameworks that key on it do.
+pub(crate) fn own_key(tool_use_id: &str) -> String {
+    format!("key-{tool_use_id}")
+}
+
+impl Payload {
+    /// The arguments of `operation` in `variant`, with their fingerprints.
+    pub(crate) fn of(
+        workload: &Workload,
+        operation: &str,
+        subject: &str,
+        variant: PayloadVariant,
+    ) -> Payload {
+        let bytes = payload(workload, operation, subject, variant);
+        let value: serde_json::Value =
+            serde_json::from_slice(&bytes).expect("the harness writes JSON");
+        let free_text: Vec<&str> = workload.free_text_field.as_deref().into_iter().collect();
+        Payload {
+            fingerprint: payload_fingerprint(&bytes),
+            intent: intent_fingerprint(&value, &free_text),
+            bytes,
+        }
+    }
+}
+
 /// The JSON arguments of an operation. `Equivalent` is the original with keys
 /// in another order and other whitespace: byte-different, meaning-equal.
+/// `Drifted` is the same intent re-worded, as a re-planning model writes it.
 pub(crate) fn payload(
-    subject_field: &str,
+    workload: &Workload,
     operation: &str,
     subject: &str,
     variant: PayloadVariant,
 ) -> Bytes {
     let subject_json = serde_json::to_string(subject).expect("strings serialise");
-    let field = serde_json::to_string(subject_field).expect("strings serialise");
+    let field = serde_json::to_string(&workload.subject_field).expect("strings serialise");
     let recipient = match variant {
         PayloadVariant::Changed => format!("\"collections@{operation}.example\""),
         _ => format!("\"billing@{operation}.example\""),
     };
     let message = format!("\"Invoice {} is overdue.\"", subject);
+    let amount = match variant {
+        PayloadVariant::Drifted => "4999.0",
+        _ => "4999",
+    };
+    // The free-text field, when the workload has one, comes last.
+    let free_text = match &workload.free_text_field {
+        Some(name) => {
+            let name = serde_json::to_string(name).expect("strings serialise");
+            let text = match variant {
+                PayloadVariant::Drifted => format!("Re: invoice {subject}, 1st notice"),
+                _ => format!("First notice for invoice {subject}"),
+            };
+            let text = serde_json::to_string(&text).expect("strings serialise");
+            format!(",{name}:{text}")
+        }
+        None => String::new(),
+    };
     let text = match variant {
-        PayloadVariant::Original | PayloadVariant::Changed => format!(
-            "{{{field}:{subject_json},\"recipient\":{recipient},\"amount_cents\":4999,\"message\":{message}}}"
+        PayloadVariant::Original | PayloadVariant::Changed | PayloadVariant::Drifted => format!(
+            "{{{field}:{subject_json},\"recipient\":{recipient},\"amount_cents\":{amount},\"message\":{message}{free_text}}}"
         ),
         PayloadVariant::Equivalent => format!(
-            "{{\n  \"message\" : {message},\n  \"amount_cents\" : 4999,\n  \"recipient\" : {recipient},\n  {field} : {subject_json}\n}}"
+            "{{\n  \"message\" : {message},\n  \"amount_cents\" : {amount},\n  \"recipient\" : {recipient},\n  {field} : {subject_json}{free_text}\n}}"
         ),
     };
     Bytes::from(text)
@@ -242,11 +323,49 @@ pub(crate) fn payload(
 mod tests {
     use super::*;
 
+    fn workload(free_text_field: Option<&str>) -> Workload {
+        Workload {
+            tool: "send_reminder".into(),
+            subject_field: "invoice".into(),
+            free_text_field: free_text_field.map(str::to_owned),
+            policy: crate::scenario::Policy::Coalesce,
+        }
+    }
+
+    #[test]
+    fn a_drifted_payload_is_the_same_intent_in_other_words() {
+        let workload = workload(Some("note"));
+        let original = Payload::of(&workload, "a", "inv-a", PayloadVariant::Original);
+        let drifted = Payload::of(&workload, "a", "inv-a", PayloadVariant::Drifted);
+        let changed = Payload::of(&workload, "a", "inv-a", PayloadVariant::Changed);
+        assert_ne!(original.fingerprint, drifted.fingerprint);
+        assert_eq!(original.intent, drifted.intent);
+        assert_ne!(original.intent, changed.intent);
+        let text = String::from_utf8_lossy(&drifted.bytes);
+        assert!(text.contains("\"amount_cents\":4999.0"), "{text}");
+        assert!(
+            text.contains("\"note\":\"Re: invoice inv-a, 1st notice\""),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn without_a_free_text_field_the_payload_is_as_it_always_was() {
+        let bytes = payload(&workload(None), "a", "inv-a", PayloadVariant::Original);
+        assert_eq!(
+            &bytes[..],
+            br#"{"invoice":"inv-a","recipient":"billing@a.example","amount_cents":4999,"message":"Invoice inv-a is overdue."}"#
+        );
+        let plain = Payload::of(&workload(None), "a", "inv-a", PayloadVariant::Original);
+        assert_eq!(plain.fingerprint, plain.intent);
+    }
+
     #[test]
     fn equivalent_payloads_share_the_fingerprint_and_changed_ones_do_not() {
-        let original = payload("invoice", "a", "inv-a", PayloadVariant::Original);
-        let equivalent = payload("invoice", "a", "inv-a", PayloadVariant::Equivalent);
-        let changed = payload("invoice", "a", "inv-a", PayloadVariant::Changed);
+        let workload = workload(None);
+        let original = payload(&workload, "a", "inv-a", PayloadVariant::Original);
+        let equivalent = payload(&workload, "a", "inv-a", PayloadVariant::Equivalent);
+        let changed = payload(&workload, "a", "inv-a", PayloadVariant::Changed);
         assert_ne!(original, equivalent);
         assert_eq!(
             payload_fingerprint(&original),
@@ -276,7 +395,7 @@ mod tests {
 
     #[test]
     fn payloads_are_json_with_the_subject() {
-        let bytes = payload("invoice", "a", "inv-a-1", PayloadVariant::Equivalent);
+        let bytes = payload(&workload(None), "a", "inv-a-1", PayloadVariant::Equivalent);
         let value: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(value["invoice"], "inv-a-1");
     }

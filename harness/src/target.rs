@@ -36,6 +36,12 @@ pub fn reference_targets() -> Vec<SimTarget> {
                 Box::pin(target_ledger::serve(listener, shutdown, env))
             },
         },
+        SimTarget {
+            info: target_ledger::runtime_info(),
+            serve: |listener, shutdown, env| {
+                Box::pin(target_ledger::serve_runtime(listener, shutdown, env))
+            },
+        },
     ]
 }
 
@@ -177,7 +183,7 @@ mod tests {
         let error = find("ledgr").unwrap_err();
         assert_eq!(
             error.to_string(),
-            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger"
+            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger"
         );
     }
 }

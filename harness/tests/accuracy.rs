@@ -14,6 +14,15 @@ const SEEDS: u64 = 200;
 fn expectation(scenario: &str, target: &str) -> Option<&'static [Check]> {
     use Check::*;
     match (target, scenario) {
+        // Agent-idempotent: one effect per intent, whoever decides again.
+        ("runtime-ledger", _) => None,
+
+        // Tool-idempotent: right as long as the caller holds the key. A step
+        // the planner decides again, under a new key, is a new charge.
+        ("ledger", "replan-held-key" | "replan-notify-self") => None,
+        ("ledger", re_plan) if re_plan == "three-charges" || re_plan.starts_with("replan-") => {
+            Some(&[DuplicateEffect])
+        }
         ("ledger", _) => None,
 
         (
@@ -37,15 +46,28 @@ fn expectation(scenario: &str, target: &str) -> Option<&'static [Check]> {
             "revoked-permission"
             | "revoked-scope"
             | "revoked-while-unknown"
-            | "worker-restart-before-dispatch",
+            | "worker-restart-before-dispatch"
+            | "replan-notify-self",
         ) => None,
+        ("fresh-key", re_plan) if re_plan == "three-charges" || re_plan.starts_with("replan-") => {
+            Some(&[DuplicateEffect])
+        }
 
         ("args-hash", "concurrent-attempts") => Some(&[DuplicateEffect, ExtraDispatch]),
         ("args-hash", "changed-payload") => Some(&[ChangedPayloadDispatched]),
         ("args-hash", "revoked-permission" | "revoked-scope") => Some(&[Disclosure]),
         // A keyed provider replays its first answer, which args-hash reports as new.
-        ("args-hash", "lost-response-keyed" | "worker-restart") => Some(&[StaleApplied]),
+        (
+            "args-hash",
+            "lost-response-keyed" | "worker-restart" | "replan-stall" | "replan-stall-crash-replay",
+        ) => Some(&[StaleApplied]),
         ("args-hash", "lost-response-lookup" | "lost-response-blind") => Some(&[DuplicateEffect]),
+        // The same arguments hash to the same key; re-worded ones do not.
+        ("args-hash", "replan-injected-drifted" | "replan-timeout-drifted") => {
+            Some(&[DuplicateEffect])
+        }
+        // Three notifications asked for, one hash: two are never sent.
+        ("args-hash", "replan-notify-self") => Some(&[MissingEffect]),
         ("args-hash", _) => None,
 
         (target, scenario) => {

@@ -143,9 +143,39 @@ fn keep_going_finds_each_of_args_hash_flaws() {
     assert!(exploration.cases_failed >= exploration.found.len() as u64);
 }
 
+/// Issue 10: `ledger` trusts the caller's key, so a step the planner decides
+/// again under a new key is a new charge. Exploring finds that without a
+/// hand-written scenario, and shrinks it to at most one fault.
 #[test]
-fn ledger_holds_on_every_explored_case() {
-    let exploration = explore_target("ledger", &settings(1_000, 0));
+fn ledger_is_caught_by_a_re_plan_nobody_wrote_down() {
+    for seed in 0..4 {
+        let exploration = explore_target("ledger", &settings(1_000, seed));
+        assert_eq!(exploration.stop, Stop::Failure, "seed {seed}");
+        let found = &exploration.found[0];
+        assert_eq!(
+            found.check(),
+            Check::DuplicateEffect,
+            "seed {seed}: {}",
+            found.reason()
+        );
+        let case = &found.shrunk.case;
+        assert!(case.faults.len() <= 1, "seed {seed}: {case:?}");
+        // What it shrank to decides the step again: a re-planning fault, or
+        // a call whose every retry or subagent is a new decision.
+        let re_plans = case.faults.iter().any(|fault| {
+            ["replan", "stall", "crash-agent", "double-approve"].contains(&fault.kind())
+        }) || case
+            .calls
+            .iter()
+            .any(|call| call.identity == chaos::scenario::Identity::Replan || call.subagents > 1);
+        assert!(re_plans, "seed {seed}: {case:?}");
+        assert_written_and_replayed(&exploration, &common::fresh_path(&format!("ledger-{seed}")));
+    }
+}
+
+#[test]
+fn runtime_ledger_holds_on_every_explored_case() {
+    let exploration = explore_target("runtime-ledger", &settings(1_000, 0));
     assert_eq!(exploration.cases_run, 1_000);
     let found: Vec<String> = exploration
         .found
@@ -156,7 +186,7 @@ fn ledger_holds_on_every_explored_case() {
                 found.case_number,
                 found.reason(),
                 found
-                    .scenario("ledger", PathBuf::from("found.toml"))
+                    .scenario("runtime-ledger", PathBuf::from("found.toml"))
                     .to_toml()
             )
         })
@@ -170,10 +200,10 @@ fn ledger_holds_on_every_explored_case() {
 }
 
 #[test]
-fn ledger_holds_against_each_provider_alone() {
+fn runtime_ledger_holds_against_each_provider_alone() {
     for profile in chaos_kit::protocol::ProviderProfile::ALL {
         let exploration = explore_target(
-            "ledger",
+            "runtime-ledger",
             &Settings {
                 provider: Some(profile),
                 ..settings(200, 7)
@@ -353,7 +383,7 @@ fn nothing_found_exits_0_and_bad_input_exits_2() {
     let output = common::chaos(&[
         "explore",
         "--target",
-        "ledger",
+        "runtime-ledger",
         "--seed",
         "1",
         "--cases",
@@ -368,8 +398,9 @@ fn nothing_found_exits_0_and_bad_input_exits_2() {
 
     let output = common::chaos(&["explore", "--target", "ledgr"]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr)
-        .contains("unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger"));
+    assert!(String::from_utf8_lossy(&output.stderr).contains(
+        "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger"
+    ));
 
     let output = common::chaos(&["explore", "--target", "ledger", "--provider", "stripe"]);
     assert_eq!(output.status.code(), Some(2));
@@ -383,7 +414,7 @@ fn nothing_found_exits_0_and_bad_input_exits_2() {
 #[test]
 fn a_time_budget_stops_the_search_not_the_sequence() {
     let budgeted = explore_target(
-        "ledger",
+        "runtime-ledger",
         &Settings {
             time_budget: Some(std::time::Duration::from_millis(1)),
             ..settings(100_000, 0)

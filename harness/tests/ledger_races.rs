@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chaos::SimTarget;
 use chaos::Status;
-use target_ledger::{Claim, DiskStore, Options, Record, RecordStore, Scope, StoreError};
+use target_ledger::{Claim, DiskStore, KeyFrom, Options, Record, RecordStore, Scope, StoreError};
 
 /// About what an fsync costs on the CI machine's disk.
 const DURABLE_WRITE: Duration = Duration::from_millis(2);
@@ -44,17 +44,20 @@ impl RecordStore for SlowDurableWrites {
     }
 }
 
+/// The ledger keyed by the run's structure (`runtime-ledger`), the one that
+/// holds in every scenario, re-plans included; the claim and reconcile
+/// logic under test is the same whichever key it uses.
 fn ledger_with_slow_writes() -> SimTarget {
     SimTarget {
-        info: target_ledger::info(),
+        info: target_ledger::runtime_info(),
         serve: |listener, shutdown, env| {
             let store = SlowDurableWrites(DiskStore::new(env.disk.clone()));
+            let options = Options {
+                key_from: KeyFrom::Structure,
+                ..Options::new(target_ledger::RETENTION)
+            };
             Box::pin(target_ledger::serve_with(
-                listener,
-                shutdown,
-                env,
-                store,
-                Options::new(target_ledger::RETENTION),
+                listener, shutdown, env, store, options,
             ))
         },
     }

@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use chaos::report::Summary;
+use chaos::report::{CellSummary, Summary};
 use chaos::{Check, RunOutput, Seeds, Status, Sweep, Target};
 
 fn target_file(relative: &str) -> PathBuf {
@@ -63,14 +63,46 @@ fn all_scenario_names() -> Vec<String> {
         .collect()
 }
 
+/// The scenarios where the planner decides a step again under a new key:
+/// a layer that trusts the caller's key is caught in every one of them, by
+/// design (`harness/tests/accuracy.rs` says which).
+fn re_plans_under_a_new_key(name: &str) -> bool {
+    (name == "three-charges" || name.starts_with("replan-"))
+        && !matches!(name, "replan-held-key" | "replan-notify-self")
+}
+
+/// Runs every scenario but the re-plans under a new key, which a layer keyed
+/// by the caller cannot pass, and every one of those must fail with a
+/// duplicate effect.
+fn assert_passes_every_scenario_but_new_key_re_plans(relative: &str) {
+    let (names, summary) = run_every_scenario(relative, re_plans_under_a_new_key);
+    for scenario in names.iter().filter(|name| re_plans_under_a_new_key(name)) {
+        assert_caught(&summary, scenario, &[Check::DuplicateEffect]);
+    }
+}
+
 fn assert_passes_everything(relative: &str) {
+    run_every_scenario(relative, |_| false);
+}
+
+/// Runs every scenario once, live, against the target file at `relative`:
+/// each must fail if `fails` names it and pass otherwise.
+fn run_every_scenario(relative: &str, fails: fn(&str) -> bool) -> (Vec<String>, Summary) {
     let names = all_scenario_names();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let summary = run(&names, &target(relative), 1);
+    let borrowed: Vec<&str> = names.iter().map(String::as_str).collect();
+    let summary = run(&borrowed, &target(relative), 1);
+    let expected = |cell: &&CellSummary| {
+        let verdict = if fails(&cell.scenario) {
+            Status::Fail
+        } else {
+            Status::Pass
+        };
+        cell.verdict == verdict
+    };
     let problems: Vec<String> = summary
         .cells
         .iter()
-        .filter(|cell| cell.verdict != Status::Pass)
+        .filter(|cell| !expected(cell))
         .map(|cell| {
             format!(
                 "{} x {}: {} ({})",
@@ -83,21 +115,30 @@ fn assert_passes_everything(relative: &str) {
         .collect();
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     assert_eq!(summary.transport.to_string(), "live");
+    (names, summary)
 }
 
 #[test]
-fn file_ledger_passes_every_scenario_live() {
-    assert_passes_everything("ledger/target.toml");
+fn file_ledger_passes_every_scenario_live_but_new_key_re_plans() {
+    assert_passes_every_scenario_but_new_key_re_plans("ledger/target.toml");
 }
 
 #[test]
-fn postgres_ledger_passes_every_scenario_live() {
-    assert_passes_everything("postgres-ledger/target.toml");
+fn postgres_ledger_passes_every_scenario_live_but_new_key_re_plans() {
+    assert_passes_every_scenario_but_new_key_re_plans("postgres-ledger/target.toml");
 }
 
 #[test]
-fn redis_ledger_passes_every_scenario_live() {
-    assert_passes_everything("redis-ledger/target.toml");
+fn redis_ledger_passes_every_scenario_live_but_new_key_re_plans() {
+    assert_passes_every_scenario_but_new_key_re_plans("redis-ledger/target.toml");
+}
+
+/// Issue 10: keyed by the run's structure, on PostgreSQL, every scenario
+/// holds live, re-plans included: the same verdicts as `runtime-ledger` in
+/// the simulator.
+#[test]
+fn postgres_runtime_ledger_passes_every_scenario_live() {
+    assert_passes_everything("postgres-ledger/runtime.target.toml");
 }
 
 /// Every failing seed of `cell` must include one of `checks`.
@@ -130,6 +171,26 @@ fn assert_passes(summary: &Summary, scenario: &str) {
         "{scenario}: {}",
         cell.reason.as_deref().unwrap_or("")
     );
+}
+
+/// Issue 10: a runtime in another language, keyed by the run's structure,
+/// passes every re-plan scenario live.
+#[test]
+fn the_python_target_keyed_by_the_runs_structure_passes_every_re_plan_live() {
+    let names: Vec<String> = all_scenario_names()
+        .into_iter()
+        .filter(|name| name == "three-charges" || name.starts_with("replan-"))
+        .collect();
+    assert!(names.len() >= 12, "{names:?}");
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let summary = run(
+        &names,
+        &target("python-replay-first/structure.target.toml"),
+        1,
+    );
+    for name in &names {
+        assert_passes(&summary, name);
+    }
 }
 
 #[test]

@@ -21,6 +21,16 @@ after asking the authority). A caller whose token was revoked still reads the
 receipt and result of an operation it may no longer see. chaos catches it at
 revoked-permission, as a disclosure.
 
+With `--key structure` (target file structure.target.toml) it keys an
+operation the way the seed article "A retry is not a replay" asks a runtime
+to: by the agent run's structure, (run, step, tool, business scope), from
+the X-Run-Id and X-Step-Id headers of target protocol v1.1 and the invoice
+the step acts on, never by the model's Idempotency-Key, arguments or
+tool-use id; and it binds the operation to its intent (numbers by value,
+the free-text fields `note` and `memo` left out). A step the planner decides
+again is then the same operation. Without it, the caller's Idempotency-Key
+is the operation.
+
 Run by chaos from target.toml beside this file; by hand:
     CHAOS_LISTEN_ADDR=127.0.0.1:8080 CHAOS_PROVIDER_URL=http://127.0.0.1:9000 \
     CHAOS_AUTHORITY_URL=http://127.0.0.1:9001 CHAOS_PROVIDER_PROFILE=keyed \
@@ -71,6 +81,43 @@ def now_ms():
 def canonical(payload):
     """Two payloads that mean the same thing have the same canonical form."""
     return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def intent(value, free_text=()):
+    """What the action is, however the model worded it: numbers by value
+    (4999.0 is 4999), free-text fields left out. Mirrors
+    chaos_kit::canonical::intent, so fingerprints agree across languages."""
+    if isinstance(value, dict):
+        return {name: intent(field) for name, field in value.items() if name not in free_text}
+    if isinstance(value, list):
+        return [intent(item) for item in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) < 9.0e15:
+        return int(value)
+    return value
+
+
+# `--key structure`: where an operation's identity comes from (see above).
+KEY_FROM = "caller"
+if len(sys.argv) == 3 and sys.argv[1] == "--key" and sys.argv[2] in ("caller", "structure"):
+    KEY_FROM = sys.argv[2]
+elif len(sys.argv) != 1:
+    sys.exit("python-replay-first: usage: server.py [--key caller|structure]")
+FREE_TEXT = ("note", "memo")
+BUSINESS_SCOPE = "invoice"
+# Tools whose every call is its own effect: the runtime's per-tool policy.
+ALLOW_EVERY_CALL = ("send_notification_to_self",)
+
+
+def operation_key(tool, headers, arguments):
+    """The operation's key within its tool, or None when the call has none."""
+    run, step = headers.get("X-Run-Id"), headers.get("X-Step-Id")
+    if KEY_FROM == "structure" and run and step:
+        if tool in ALLOW_EVERY_CALL:
+            tool_use = headers.get("X-Tool-Use-Id")
+            return f"{run}/{step}/{tool_use}" if tool_use else headers.get("Idempotency-Key")
+        scope = arguments.get(BUSINESS_SCOPE) if isinstance(arguments, dict) else None
+        return f"{run}/{step}/{scope or ''}"
+    return headers.get("Idempotency-Key")
 
 
 def fingerprint(text):
@@ -217,14 +264,18 @@ def from_record(tool, record):
 # ---- the tool call ---------------------------------------------------------
 
 def tool_call(tool, headers, raw_body):
-    key = headers.get("Idempotency-Key")
-    if not key:
-        return answer("rejected", 400, reason="an Idempotency-Key header is required")
     try:
-        payload = canonical(json.loads(raw_body or b"null"))
+        arguments = json.loads(raw_body or b"null")
     except ValueError:
         return answer("rejected", 400, reason="arguments are not JSON")
-    payload_fingerprint = fingerprint(payload)
+    key = operation_key(tool, headers, arguments)
+    if not key:
+        return answer("rejected", 400, reason="an Idempotency-Key header is required")
+    payload = canonical(arguments)
+    if KEY_FROM == "structure":
+        payload_fingerprint = fingerprint(canonical(intent(arguments, FREE_TEXT)))
+    else:
+        payload_fingerprint = fingerprint(payload)
     scope = f"{tool}/{key}"
 
     # THE WEAKNESS: the stored result is replayed before anyone asked the

@@ -138,7 +138,7 @@ fn range(min: u32, max: u32) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{Case, Found, ONE_CALL, TWO_CALLS};
+    use super::super::tests::{Case, Found, ONE_CALL, RE_PLAN, RE_PLAN_ALLOWED, TWO_CALLS};
     use crate::check::Check;
     use chaos_kit::protocol::Outcome;
 
@@ -166,6 +166,68 @@ mod tests {
         );
         assert!(
             message.contains("during attempt att-0-1-1-2 (call 1, worker 1, attempt 2)"),
+            "{message}"
+        );
+    }
+
+    /// The 9:41 ticket: each layer idempotent, the planner's second tool call
+    /// (new tool-use id, new key, re-worded memo) charged again. Effects are
+    /// counted per intent, so the new key and the new words hide nothing.
+    #[test]
+    fn a_re_plan_under_a_new_key_is_a_duplicate_naming_its_tool_call() {
+        let verdict = Case::new(RE_PLAN)
+            .commit(1, 3)
+            .answer(1, 1, 5, Outcome::Applied)
+            .decide_again(1, true)
+            .commit(1, 8)
+            .answer(1, 6, 10, Outcome::Applied)
+            .judge();
+        let message = &verdict.finding(Check::DuplicateEffect).message;
+        assert!(
+            message.starts_with(
+                "operation 'charge': 2 effects, expected 1; effect 2 (rcpt-2, dispatch 2 at 8 ms)"
+            ),
+            "{message}"
+        );
+        assert!(
+            message.contains("(call 1, decision 2 as tool call tu-0-1-2, worker 1, attempt 2)"),
+            "{message}"
+        );
+        assert_eq!(verdict.operations[0].effects, 2);
+    }
+
+    #[test]
+    fn a_re_plan_coalesced_into_the_first_effect_passes() {
+        let verdict = Case::new(RE_PLAN)
+            .commit(1, 3)
+            .answer(1, 1, 5, Outcome::Applied)
+            .decide_again(1, true)
+            .answer(1, 6, 10, Outcome::Replayed)
+            .judge();
+        assert!(verdict.findings.is_empty(), "{:?}", verdict.findings);
+    }
+
+    /// `policy = "allow"`: a tool whose every call is its own action (a note
+    /// to oneself). Two tool calls expect two effects; coalescing them loses
+    /// one the caller asked for.
+    #[test]
+    fn under_allow_every_tool_call_is_owed_its_own_effect() {
+        let base = || {
+            Case::new(RE_PLAN_ALLOWED)
+                .commit(1, 3)
+                .answer(1, 1, 5, Outcome::Applied)
+                .decide_again(1, false)
+        };
+        let both = base()
+            .commit(1, 8)
+            .answer(1, 6, 10, Outcome::Applied)
+            .judge();
+        assert!(both.findings.is_empty(), "{:?}", both.findings);
+        assert_eq!(both.operations[0].expected_effects_max, 2);
+        let coalesced = base().answer(1, 6, 10, Outcome::Replayed).judge();
+        let message = &coalesced.finding(Check::MissingEffect).message;
+        assert!(
+            message.starts_with("operation 'note': 1 effect"),
             "{message}"
         );
     }

@@ -8,12 +8,14 @@ use chaos_kit::protocol::Outcome;
 
 use super::view::{describe, AnswerView, OperationView, RunView};
 use super::{Anchor, Check, Findings};
+use crate::scenario::Policy;
 
 pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
     for operation in &run.operations {
         for answer in &operation.answers {
             outcome(run, operation, answer, findings);
             receipt(operation, answer, findings);
+            reference(run, operation, answer, findings);
         }
     }
 }
@@ -125,11 +127,125 @@ fn receipt(operation: &OperationView<'_>, answer: &AnswerView<'_>, findings: &mu
     );
 }
 
+/// `missing-reference`: the seed article's runtime answers "applied |
+/// replayed | in_flight | unknown with an effect reference". Once the target
+/// has told the agent an intent's receipt, every answer to a tool call that
+/// decides the intent again and speaks of the effect (applied, replayed,
+/// pending) must carry it: a model that hears "pending" with no reference
+/// cannot tell its re-plan from a new action. `unknown` is left out: a
+/// target that could not check who is asking (the authority did not answer)
+/// must not hand out the reference, and says it does not know.
+fn reference(
+    run: &RunView<'_>,
+    operation: &OperationView<'_>,
+    answer: &AnswerView<'_>,
+    findings: &mut Findings,
+) {
+    let said = answer.said;
+    let speaks_of_the_effect = matches!(
+        said.outcome,
+        Outcome::Applied | Outcome::Replayed | Outcome::Pending
+    );
+    // Under `allow`, every tool call is an intent of its own.
+    let one_intent = run.trial.scenario.workload.policy == Policy::Coalesce;
+    let (Some(told), true, true, None) = (
+        answer.receipt_told,
+        answer.decided_again && one_intent,
+        speaks_of_the_effect,
+        &said.receipt,
+    ) else {
+        return;
+    };
+    let name = operation.name;
+    findings.fail(
+        Anchor::Attempt {
+            operation: operation.index,
+            position: answer.position,
+            slot: 3,
+        },
+        Check::MissingReference,
+        Some(name),
+        format!(
+            "operation '{name}': attempt {} decided the step again and was answered {} without the effect reference, though the target had already given it ({told})",
+            describe(answer.attempt),
+            said.outcome
+        ),
+    );
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{Case, Found, ONE_CALL, REVOKED};
+    use super::super::tests::{Case, Found, ONE_CALL, REVOKED, RE_PLAN, RE_PLAN_ALLOWED};
     use crate::check::Check;
     use chaos_kit::protocol::Outcome;
+
+    /// The seed article's runtime contract: a re-planned call hears about
+    /// the effect it duplicates by its reference, or the model cannot tell
+    /// "already done" from "done now".
+    #[test]
+    fn a_re_plan_answered_without_the_reference_it_was_already_given_is_caught() {
+        let re_planned = |text: &str, outcome, receipt: Option<&str>| {
+            let case = Case::new(text)
+                .commit(1, 3)
+                .answer(1, 1, 5, Outcome::Applied)
+                .decide_again(1, false);
+            match receipt {
+                Some(receipt) => case.answer_with_receipt(1, 6, 10, outcome, receipt),
+                None => case.bare_answer(1, 6, 10, outcome),
+            }
+            .judge()
+        };
+        let bare = re_planned(RE_PLAN, Outcome::Replayed, None);
+        let message = &bare.finding(Check::MissingReference).message;
+        assert!(
+            message.contains("(call 1, decision 2 as tool call tu-0-1-2, worker 1, attempt 2) decided the step again and was answered replayed without the effect reference, though the target had already given it (rcpt-1)"),
+            "{message}"
+        );
+        let pending = re_planned(RE_PLAN, Outcome::Pending, None);
+        assert!(pending.has(Check::MissingReference));
+        let with_reference = re_planned(RE_PLAN, Outcome::Replayed, Some("rcpt-1"));
+        assert!(!with_reference.has(Check::MissingReference));
+        // Nobody could tell who asked: saying so is not hiding the reference.
+        let unknown = re_planned(RE_PLAN, Outcome::Unknown, None);
+        assert!(!unknown.has(Check::MissingReference));
+        // Under allow, the second call is an action of its own, not a re-plan.
+        let allowed = re_planned(RE_PLAN_ALLOWED, Outcome::Replayed, None);
+        assert!(!allowed.has(Check::MissingReference));
+    }
+
+    /// A re-plan coalesced into the first charge but told `applied`: the
+    /// model hears a new charge and may report two to the user.
+    #[test]
+    fn applied_to_a_re_plan_of_an_applied_intent_is_stale() {
+        let verdict = Case::new(RE_PLAN)
+            .commit(1, 3)
+            .answer(1, 1, 5, Outcome::Applied)
+            .decide_again(1, true)
+            .answer(1, 6, 10, Outcome::Applied)
+            .judge();
+        let message = &verdict.finding(Check::StaleApplied).message;
+        assert!(
+            message.contains("(call 1, decision 2 as tool call tu-0-1-2, worker 1, attempt 2) answered applied, but the effect (rcpt-1) was committed at 3 ms, before the attempt was sent at 6 ms"),
+            "{message}"
+        );
+        assert!(!verdict.has(Check::DuplicateEffect));
+    }
+
+    /// A retry of the same tool call is not a re-plan: its reference was
+    /// never owed by this check (the honesty checks above judge it).
+    #[test]
+    fn a_retry_of_the_same_tool_call_owes_no_reference() {
+        let verdict = Case::new(ONE_CALL)
+            .commit(1, 3)
+            .answer(1, 1, 5, Outcome::Applied)
+            .bare_answer(1, 6, 10, Outcome::Replayed)
+            .judge();
+        assert!(
+            !verdict.has(Check::MissingReference),
+            "{:?}",
+            verdict.findings
+        );
+    }
 
     #[test]
     fn applied_for_the_effect_of_the_same_attempt_passes() {

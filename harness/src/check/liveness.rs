@@ -8,7 +8,6 @@ use chaos_kit::protocol::Outcome;
 use super::view::{describe, RunView};
 use super::{Anchor, Check, Findings};
 use crate::history::Attempt;
-use crate::scenario::PayloadVariant;
 
 pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
     let trial = run.trial;
@@ -38,7 +37,7 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
         let label = format!(
             "call {} (operation '{name}', {} payload)",
             call.number,
-            variant_name(call.variant)
+            call.variant.as_str()
         );
         if let Some(expect) = &call.expect {
             let accepted = join(expect.iter().map(|outcome| outcome.as_str()));
@@ -105,14 +104,6 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
                 );
             }
         }
-    }
-}
-
-fn variant_name(variant: PayloadVariant) -> &'static str {
-    match variant {
-        PayloadVariant::Original => "original",
-        PayloadVariant::Changed => "changed",
-        PayloadVariant::Equivalent => "equivalent",
     }
 }
 

@@ -98,6 +98,9 @@ pub enum Check {
     ExtraDispatch,
     /// An effect no operation of the run accounts for.
     UnattributedEffect,
+    /// A tool call that decided an intent again was answered without the
+    /// effect reference the target had already given for it.
+    MissingReference,
     /// A call ended with an outcome its scenario does not accept.
     UnexpectedOutcome,
     /// Liveness: the agent never learned the outcome it could have learned.
@@ -110,7 +113,7 @@ pub enum Check {
 impl Check {
     /// Every check with its name, most specific first: the one table names
     /// come from (reports, the schema's enum, the README).
-    pub const ALL: [(Check, &'static str); 16] = [
+    pub const ALL: [(Check, &'static str); 17] = [
         (Check::Disclosure, "disclosure"),
         (
             Check::ChangedPayloadDispatched,
@@ -127,6 +130,7 @@ impl Check {
         (Check::MissingEffect, "missing-effect"),
         (Check::ExtraDispatch, "extra-dispatch"),
         (Check::UnattributedEffect, "unattributed-effect"),
+        (Check::MissingReference, "missing-reference"),
         (Check::UnexpectedOutcome, "unexpected-outcome"),
         (Check::Stuck, "stuck"),
         (Check::RunIncomplete, "run-incomplete"),

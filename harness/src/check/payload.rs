@@ -30,7 +30,7 @@ fn changed_payload_dispatched(operation: &OperationView<'_>, findings: &mut Find
         let changed_in_every_reading = operation
             .readings
             .iter()
-            .all(|epochs| dispatch.payload_fingerprint != epochs.bindings[epochs.at(dispatch.at)]);
+            .all(|epochs| dispatch.intent() != epochs.intents[epochs.at(dispatch.at)]);
         if changed_in_every_reading && !during_straddling_attempt {
             let name = operation.name;
             findings.fail(
@@ -41,7 +41,7 @@ fn changed_payload_dispatched(operation: &OperationView<'_>, findings: &mut Find
                 Check::ChangedPayloadDispatched,
                 Some(name),
                 format!(
-                    "operation '{name}': dispatch {} at {} ms carried a payload that differs from the approved one; a changed payload under the same key must be a conflict, not a new send",
+                    "operation '{name}': dispatch {} at {} ms carried a payload that differs from the approved one; a changed payload for the same operation must be a conflict, not a new send",
                     dispatch.number, dispatch.at
                 ),
             );
@@ -87,7 +87,7 @@ fn answers(operation: &OperationView<'_>, findings: &mut Findings) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{Case, Found, CHANGED, EQUIVALENT};
+    use super::super::tests::{Case, Found, CHANGED, EQUIVALENT, RE_PLAN};
     use crate::check::Check;
     use chaos_kit::protocol::Outcome;
 
@@ -95,6 +95,26 @@ mod tests {
         Case::new(text)
             .commit(1, 3)
             .answer(1, 1, 5, Outcome::Applied)
+    }
+
+    /// A re-worded intent (the model's "Re: invoice 1, 1st notice") is
+    /// neither another action nor the same bytes: a layer may refuse it or
+    /// coalesce it, and neither is a payload finding.
+    #[test]
+    fn a_drifted_re_plan_may_be_refused_or_coalesced() {
+        let drifted = || applied_first(RE_PLAN).decide_again(1, true);
+        for outcome in [Outcome::Conflict, Outcome::Replayed] {
+            let verdict = match outcome {
+                Outcome::Conflict => drifted().bare_answer(1, 6, 8, outcome),
+                _ => drifted().answer(1, 6, 8, outcome),
+            }
+            .judge();
+            assert!(
+                verdict.findings.is_empty(),
+                "{outcome}: {:?}",
+                verdict.findings
+            );
+        }
     }
 
     #[test]

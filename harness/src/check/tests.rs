@@ -101,6 +101,48 @@ grant = "token"
 after-call = 1
 "#;
 
+/// One charge, decided once more by the planner: a new tool call with a new
+/// key (identity "replan"), the same intent.
+pub(crate) const RE_PLAN: &str = r#"
+test = "re-plan"
+description = "the step decided again"
+[provider]
+profile = "keyed"
+retention = "24h"
+[workload]
+tool = "charge_card"
+free-text-field = "memo"
+[[call]]
+operation = "charge"
+attempts = 1
+identity = "replan"
+[[fault]]
+kind = "replan"
+nth = 1
+times = 1
+"#;
+
+/// The same, for a tool whose every call is its own action.
+pub(crate) const RE_PLAN_ALLOWED: &str = r#"
+test = "re-plan"
+description = "every call its own notification"
+[provider]
+profile = "keyed"
+retention = "24h"
+[workload]
+tool = "send_notification_to_self"
+free-text-field = "note"
+policy = "allow"
+[[call]]
+operation = "note"
+attempts = 1
+identity = "replan"
+[[fault]]
+kind = "replan"
+nth = 1
+times = 1
+"#;
+
 /// A run written down by hand. Attempts are worker 1's, numbered in the
 /// order they are added; payloads are those of their call.
 pub(crate) struct Case {
@@ -111,6 +153,16 @@ pub(crate) struct Case {
     ledger: Ledger,
     /// Clock jumps so far: (run time, ms jumped).
     jumps: Vec<(Ms, u64)>,
+    /// The calls decided again so far, latest last: (call, decision, drifted).
+    decisions: Vec<(u32, u32, bool)>,
+}
+
+/// What the tool call now deciding a call carries.
+struct Decided {
+    number: u32,
+    tool_use_id: String,
+    key: String,
+    payload: crate::plan::Payload,
 }
 
 impl Case {
@@ -124,6 +176,46 @@ impl Case {
             faults: Vec::new(),
             ledger: Ledger::default(),
             jumps: Vec::new(),
+            decisions: Vec::new(),
+        }
+    }
+
+    /// From here on, call `call` is decided again: a new tool call, minting
+    /// its own key, with the same arguments or (`drifted`) re-worded ones.
+    pub(crate) fn decide_again(mut self, call: u32, drifted: bool) -> Case {
+        let number = self.decided(call).number + 1;
+        self.decisions.push((call, number, drifted));
+        self
+    }
+
+    fn decided(&self, call: u32) -> Decided {
+        let trial = self.trial();
+        let planned = &trial.calls[call as usize - 1];
+        let operation = &trial.operations[planned.operation];
+        let latest = self.decisions.iter().rfind(|(of, ..)| *of == call);
+        let (number, drifted) =
+            latest.map_or((1, false), |&(_, number, drifted)| (number, drifted));
+        let tool_use_id = crate::plan::tool_use_id(0, call, number, "");
+        let key = if number == 1 {
+            operation.key.clone()
+        } else {
+            crate::plan::own_key(&tool_use_id)
+        };
+        let payload = if drifted {
+            crate::plan::Payload::of(
+                &self.scenario.workload,
+                &operation.name,
+                &operation.subject,
+                crate::scenario::PayloadVariant::Drifted,
+            )
+        } else {
+            planned.payload.clone()
+        };
+        Decided {
+            number,
+            tool_use_id,
+            key,
+            payload,
         }
     }
 
@@ -151,16 +243,18 @@ impl Case {
         let trial = self.trial();
         let planned = &trial.calls[call as usize - 1];
         let subject = trial.operations[planned.operation].subject.clone();
-        let fingerprint = planned.fingerprint.clone();
-        let key = Some(trial.operations[planned.operation].key.clone());
+        let decided = self.decided(call);
         let number = self.ledger.dispatches.len() as u32 + 1;
         self.ledger.dispatches.push(Dispatch {
             number,
             at,
             tool: self.scenario.workload.tool.clone(),
             subject: Some(subject),
-            key,
-            payload_fingerprint: fingerprint,
+            key: Some(decided.key),
+            // As the provider records it: only when it differs.
+            intent_fingerprint: (decided.payload.intent != decided.payload.fingerprint)
+                .then_some(decided.payload.intent),
+            payload_fingerprint: decided.payload.fingerprint,
             disposition,
         });
     }
@@ -214,9 +308,8 @@ impl Case {
     }
 
     fn attempt(mut self, call: u32, sent_at: Ms, ended_at: Ms, end: AttemptEnd) -> Case {
-        let trial = self.trial();
-        let planned = &trial.calls[call as usize - 1];
-        let (operation, fingerprint) = (planned.operation, planned.fingerprint.clone());
+        let operation = self.trial().calls[call as usize - 1].operation;
+        let decided = self.decided(call);
         let number = self
             .attempts
             .iter()
@@ -230,7 +323,11 @@ impl Case {
             worker: 1,
             attempt: number,
             attempt_id: attempt_id(0, call, 1, number),
-            payload_fingerprint: fingerprint,
+            tool_use_id: decided.tool_use_id,
+            decision: decided.number,
+            key: decided.key,
+            payload_fingerprint: decided.payload.fingerprint,
+            intent: decided.payload.intent,
             sent_at,
             ended_at,
             wall_clock_ms,

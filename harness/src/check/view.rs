@@ -3,13 +3,15 @@
 //! life split into epochs by the target's declared retention, and for each
 //! answer what it is judged against.
 
+use std::collections::BTreeMap;
+
 use chaos_kit::clock::millis;
 use chaos_kit::target::TargetInfo;
 
 use super::OperationSummary;
 use crate::history::{Answer, Attempt, AttemptEnd, Dispatch, Effect, Ms, RunOutput};
 use crate::plan::{PlannedCall, Trial};
-use crate::scenario::TestKind;
+use crate::scenario::{Policy, TestKind};
 
 /// The run, as the checkers see it.
 pub(crate) struct RunView<'a> {
@@ -59,6 +61,12 @@ pub(crate) struct AnswerView<'a> {
     pub changed: bool,
     /// ...or equals it, in every reading.
     pub unchanged: bool,
+    /// Whether the attempt's tool call decided the operation again: any but
+    /// the first tool call the agent made for it.
+    pub decided_again: bool,
+    /// A receipt of the operation the target had already given the agent
+    /// before this attempt was sent, if it had.
+    pub receipt_told: Option<&'a str>,
 }
 
 impl<'a> RunView<'a> {
@@ -111,18 +119,20 @@ impl<'a> RunView<'a> {
         attempts
     }
 
-    /// The last attempt of each of the call's workers.
+    /// The last attempt of each of the call's workers (every execution's,
+    /// a replay's too), in worker order.
     pub(crate) fn finals(&self, call: &PlannedCall) -> Vec<&'a Attempt> {
-        (1..=call.concurrency)
-            .filter_map(|worker| {
-                self.run
-                    .history
-                    .attempts
-                    .iter()
-                    .filter(|attempt| attempt.call == call.number && attempt.worker == worker)
-                    .max_by_key(|attempt| attempt.attempt)
-            })
-            .collect()
+        let mut last: BTreeMap<u32, &'a Attempt> = BTreeMap::new();
+        for attempt in &self.run.history.attempts {
+            if attempt.call != call.number {
+                continue;
+            }
+            let entry = last.entry(attempt.worker).or_insert(attempt);
+            if attempt.attempt > entry.attempt {
+                *entry = attempt;
+            }
+        }
+        last.into_values().collect()
     }
 
     pub(crate) fn summaries(&self) -> Vec<OperationSummary> {
@@ -191,7 +201,13 @@ impl<'a> OperationView<'a> {
             )
         };
         let readings = [split(true), split(false)];
-        let expected = trial.scenario.expected_effects(&operation.name);
+        // Under a policy that allows every call its own effect, each tool
+        // call the agent made is an intent of its own.
+        let per_intent = trial.scenario.expected_effects(&operation.name);
+        let expected = match trial.scenario.workload.policy {
+            Policy::Coalesce => per_intent,
+            Policy::Allow => per_intent * tool_calls(&attempts),
+        };
         let expected_max = expected * readings[0].starts.len() as u32;
 
         let answers = attempts
@@ -201,7 +217,7 @@ impl<'a> OperationView<'a> {
                 let said = match &attempt.end {
                     AttemptEnd::Answered(answer) => answer,
                     AttemptEnd::Lost { dropped, .. } => dropped,
-                    AttemptEnd::Failed { .. } => return None,
+                    AttemptEnd::Failed { .. } | AttemptEnd::Abandoned => return None,
                 };
                 let [eager, strict] = &readings;
                 let (eager_epoch, strict_epoch) =
@@ -210,8 +226,8 @@ impl<'a> OperationView<'a> {
                 // in each reading; taken as a new operation, a straddling
                 // attempt is what binds it, so it is held to no earlier payload.
                 let bindings = [
-                    (!eager.straddling[position]).then(|| eager.bindings[eager_epoch].as_str()),
-                    Some(strict.bindings[strict_epoch].as_str()),
+                    (!eager.straddling[position]).then(|| eager.binding(eager_epoch)),
+                    Some(strict.binding(strict_epoch)),
                 ];
                 let epoch_starts_at = eager.starts[eager_epoch].max(strict.starts[strict_epoch]);
                 let effects_by_answer: Vec<&Effect> = effects
@@ -219,17 +235,34 @@ impl<'a> OperationView<'a> {
                     .copied()
                     .filter(|effect| effect.at <= attempt.ended_at)
                     .collect();
-                let effects_of_epoch = effects_by_answer
+                let effects_of_epoch: Vec<&Effect> = effects_by_answer
                     .iter()
                     .copied()
                     .filter(|effect| effect.at >= epoch_starts_at)
                     .collect();
-                let changed = bindings.iter().all(|binding| {
-                    binding.is_some_and(|binding| attempt.payload_fingerprint != binding)
-                });
+                // Changed: another intent (what the action is), which must be
+                // refused. Unchanged: the very same arguments, which must not
+                // be. A re-worded intent (drift) is neither: a layer may
+                // refuse it as different words, or coalesce it as one action.
+                let changed = bindings
+                    .iter()
+                    .all(|binding| binding.is_some_and(|(_, intent)| attempt.intent != intent));
                 let unchanged = bindings.iter().all(|binding| {
-                    binding.is_some_and(|binding| attempt.payload_fingerprint == binding)
+                    binding
+                        .is_some_and(|(fingerprint, _)| attempt.payload_fingerprint == fingerprint)
                 });
+                let first = attempts.first().map(|first| (first.call, first.decision));
+                // Only this epoch's effects: past the target's retention, its
+                // policy lets it forget the operation, references and all.
+                let receipt_told = attempts
+                    .iter()
+                    .filter(|earlier| earlier.ended_at < attempt.sent_at)
+                    .filter_map(|earlier| earlier.answer()?.receipt.as_deref())
+                    .find(|receipt| {
+                        effects_of_epoch
+                            .iter()
+                            .any(|effect| effect.receipt == *receipt)
+                    });
                 Some(AnswerView {
                     position,
                     attempt,
@@ -238,6 +271,8 @@ impl<'a> OperationView<'a> {
                     effects_of_epoch,
                     changed,
                     unchanged,
+                    decided_again: first != Some((attempt.call, attempt.decision)),
+                    receipt_told,
                 })
             })
             .collect();
@@ -255,6 +290,17 @@ impl<'a> OperationView<'a> {
             answers,
         }
     }
+}
+
+/// How many tool calls (distinct tool-use ids) `attempts` carried.
+fn tool_calls(attempts: &[&Attempt]) -> u32 {
+    let mut ids: Vec<&str> = attempts
+        .iter()
+        .map(|attempt| attempt.tool_use_id.as_str())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.len() as u32
 }
 
 /// The attempts of operation `index`, in the order they were sent (ties by
@@ -292,6 +338,8 @@ pub(crate) struct Epochs {
     /// The payload fingerprint each epoch is bound to: its first dispatch's,
     /// or before any dispatch, its first attempt's.
     pub bindings: Vec<String>,
+    /// The intent fingerprint of the same payload.
+    pub intents: Vec<String>,
     /// The epoch of each attempt, in the view's order.
     pub of_attempt: Vec<usize>,
     /// Whether each attempt straddles the retention.
@@ -311,6 +359,7 @@ impl Epochs {
         let mut epochs = Epochs {
             starts: Vec::new(),
             bindings: Vec::new(),
+            intents: Vec::new(),
             of_attempt: Vec::with_capacity(attempts.len()),
             straddling: Vec::with_capacity(attempts.len()),
         };
@@ -340,15 +389,16 @@ impl Epochs {
             if starts_epoch {
                 epochs.starts.push(attempt.sent_at);
                 epochs.bindings.push(attempt.payload_fingerprint.clone());
+                epochs.intents.push(attempt.intent.clone());
             }
             epochs.of_attempt.push(epochs.starts.len() - 1);
             epochs.straddling.push(straddles);
         }
         if epochs.starts.is_empty() {
             epochs.starts.push(0);
-            epochs
-                .bindings
-                .push(trial.operations[operation].approved_fingerprint.clone());
+            let approved = &trial.operations[operation].approved;
+            epochs.bindings.push(approved.fingerprint.clone());
+            epochs.intents.push(approved.intent.clone());
         }
         // What the target bound an epoch to is best seen in what it sent: the
         // first dispatch of the epoch. An attempt the target refused before
@@ -359,9 +409,15 @@ impl Epochs {
             if !bound[epoch] {
                 bound[epoch] = true;
                 epochs.bindings[epoch] = dispatch.payload_fingerprint.clone();
+                epochs.intents[epoch] = dispatch.intent().to_owned();
             }
         }
         epochs
+    }
+
+    /// What epoch `epoch` is bound to: (payload fingerprint, intent fingerprint).
+    pub(crate) fn binding(&self, epoch: usize) -> (&str, &str) {
+        (&self.bindings[epoch], &self.intents[epoch])
     }
 
     /// The epoch under way at run time `at`.
@@ -399,10 +455,16 @@ pub(crate) struct Described<'a>(&'a Attempt);
 impl std::fmt::Display for Described<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let attempt = self.0;
-        write!(
-            f,
-            "{} (call {}, worker {}, attempt {})",
-            attempt.attempt_id, attempt.call, attempt.worker, attempt.attempt
-        )
+        write!(f, "{} (call {}, ", attempt.attempt_id, attempt.call)?;
+        // A first decision is the ordinary case and says nothing; a later one
+        // is the re-plan the reader has to see to understand the count.
+        if attempt.decision > 1 {
+            write!(
+                f,
+                "decision {} as tool call {}, ",
+                attempt.decision, attempt.tool_use_id
+            )?;
+        }
+        write!(f, "worker {}, attempt {})", attempt.worker, attempt.attempt)
     }
 }

@@ -13,7 +13,7 @@ use crate::{explore, target};
 #[derive(Debug, clap::Args)]
 pub(super) struct BenchArgs {
     /// The target to measure.
-    #[arg(long, default_value = "ledger")]
+    #[arg(long, default_value = "runtime-ledger")]
     target: String,
     /// Timed rounds per figure; the median is reported.
     #[arg(long, default_value_t = 5)]
@@ -24,8 +24,8 @@ pub(super) struct BenchArgs {
     /// Where the six tests' scenarios are.
     #[arg(long, default_value = "scenarios")]
     scenarios: PathBuf,
-    /// Measure `chaos explore` instead, at the full counts: 10,000
-    /// cases against ledger, 1,000 against each broken target per seed.
+    /// Measure `chaos explore` instead, at full counts: 10,000 cases against
+    /// runtime-ledger, 1,000 against each broken target per seed.
     #[arg(long)]
     explore: bool,
     /// With --explore: explore each broken target with seeds 0 to N-1.
@@ -33,14 +33,15 @@ pub(super) struct BenchArgs {
     seeds: u64,
 }
 
-/// The scenario of each of the six tests that the benchmark mixes.
-const MIX: [&str; 6] = [
+/// The scenario of each of the six tests, and a re-plan, that the benchmark mixes.
+const MIX: [&str; 7] = [
     "lost-response-keyed",
     "concurrent-attempts",
     "changed-payload",
     "worker-restart",
     "expired-history",
     "revoked-permission",
+    "three-charges",
 ];
 
 pub(super) fn bench(args: BenchArgs) -> Result<Exit, Error> {
@@ -62,14 +63,17 @@ pub(super) fn bench(args: BenchArgs) -> Result<Exit, Error> {
 }
 
 fn bench_explore(seeds: u64) -> Result<Exit, Error> {
-    let (ledger, broken): (Vec<SimTarget>, Vec<SimTarget>) = target::reference_targets()
+    let (correct, broken): (Vec<SimTarget>, Vec<SimTarget>) = target::reference_targets()
         .into_iter()
-        .partition(|target| target.info.name == "ledger");
-    let ledger = ledger
-        .first()
-        .ok_or_else(|| Error::Usage("the ledger reference target is missing".into()))?;
+        .partition(|target| target.info.name == explore::bench::CORRECT);
+    let correct = correct.first().ok_or_else(|| {
+        Error::Usage(format!(
+            "the {} reference target is missing",
+            explore::bench::CORRECT
+        ))
+    })?;
     let cancel = cancel_on_ctrl_c("interrupted: no figures will be printed");
-    let figures = explore::bench::bench(ledger, &broken, seeds, &cancel);
+    let figures = explore::bench::bench(correct, &broken, seeds, &cancel);
     if cancel.load(Ordering::Relaxed) {
         return Err(Error::Interrupted);
     }

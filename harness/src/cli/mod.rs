@@ -46,7 +46,7 @@ enum Command {
     Run(run::RunArgs),
     /// List the targets (reference targets and target files) and the scenarios.
     List(list::ListArgs),
-    /// Measure simulations per second: the six-test mix against a no-fault run.
+    /// Measure simulations per second: the six tests and a re-plan, mixed, against a no-fault run.
     Bench(bench::BenchArgs),
     /// Generate fault schedules nobody wrote; shrink a failure to a minimal scenario file.
     Explore(explore::ExploreArgs),

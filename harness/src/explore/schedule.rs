@@ -18,7 +18,8 @@ use proptest::prelude::*;
 
 use crate::fault::{self, Fault, Space, Trigger};
 use crate::scenario::{
-    Call, Expectations, NetworkSetup, PayloadVariant, ProviderSetup, Scenario, TestKind, Workload,
+    Call, Expectations, Identity, NetworkSetup, PayloadVariant, Policy, ProviderSetup, Scenario,
+    TestKind, Workload,
 };
 use crate::simplify::{lower_ms, lower_u32};
 
@@ -34,6 +35,10 @@ pub const MAX_NTH: u32 = 6;
 pub const MAX_ATTEMPTS: u32 = 8;
 /// Workers released together (the issue asks for 1 to 8).
 pub const MAX_CONCURRENCY: u32 = 8;
+/// Subagents running one step at once.
+pub const MAX_SUBAGENTS: u32 = 3;
+/// The free-text field of the explored workload, which drifted payloads re-word.
+pub const FREE_TEXT_FIELD: &str = "note";
 /// The logical operations a run's calls choose from.
 pub const OPERATIONS: [&str; 3] = ["a", "b", "c"];
 /// Provider retentions, the usual first.
@@ -97,17 +102,24 @@ fn call() -> impl Strategy<Value = Call> {
             6 => Just(PayloadVariant::Original),
             1 => Just(PayloadVariant::Equivalent),
             1 => Just(PayloadVariant::Changed),
+            1 => Just(PayloadVariant::Drifted),
         ],
         1..=MAX_ATTEMPTS,
         prop_oneof![3 => Just(1u32), 1 => 2..=MAX_CONCURRENCY],
+        prop_oneof![4 => Just(1u32), 1 => 2..=MAX_SUBAGENTS],
+        prop_oneof![3 => Just(Identity::Stable), 1 => Just(Identity::Replan)],
     )
-        .prop_map(|(operation, payload, attempts, concurrency)| Call {
-            operation: OPERATIONS[operation].to_owned(),
-            payload,
-            attempts,
-            concurrency,
-            expect: None,
-        })
+        .prop_map(
+            |(operation, payload, attempts, concurrency, subagents, identity)| Call {
+                operation: OPERATIONS[operation].to_owned(),
+                payload,
+                attempts,
+                concurrency,
+                subagents,
+                identity,
+                expect: None,
+            },
+        )
 }
 
 fn provider(profile: Option<ProviderProfile>) -> impl Strategy<Value = ProviderSetup> {
@@ -147,12 +159,21 @@ impl Case {
     pub fn normalized(mut self) -> Case {
         let calls = self.calls.len().max(1) as u32;
         for fault in &mut self.faults {
-            if let Some(Trigger::AfterCall(call)) = fault.trigger_mut() {
+            if let Some(Trigger::AfterCall(call) | Trigger::BeforeCall(call)) = fault.trigger_mut()
+            {
                 *call = (*call).clamp(1, calls);
             }
         }
         if self.provider.profile == ProviderProfile::Blind {
             self.provider.retention = None;
+        }
+        // A call the planner never decides again has nothing for its
+        // identity to say: it is stable (the validator refuses otherwise).
+        let something_re_plans = self.faults.iter().any(Fault::re_plans);
+        for call in &mut self.calls {
+            if call.attempts == 1 && call.subagents == 1 && !something_re_plans {
+                call.identity = Identity::Stable;
+            }
         }
         self
     }
@@ -169,6 +190,8 @@ impl Case {
             workload: Workload {
                 tool: "send_reminder".into(),
                 subject_field: "invoice".into(),
+                free_text_field: Some(FREE_TEXT_FIELD.into()),
+                policy: Policy::Coalesce,
             },
             calls: self.calls.clone(),
             faults: self.faults.clone(),
@@ -196,7 +219,9 @@ impl Case {
                 case.calls.remove(index);
                 let removed = index as u32 + 1;
                 for fault in &mut case.faults {
-                    if let Some(Trigger::AfterCall(call)) = fault.trigger_mut() {
+                    if let Some(Trigger::AfterCall(call) | Trigger::BeforeCall(call)) =
+                        fault.trigger_mut()
+                    {
                         if *call > removed {
                             *call -= 1;
                         }
@@ -271,6 +296,18 @@ fn simpler_call(call: &Call) -> Vec<Call> {
     if call.payload != PayloadVariant::Original {
         simpler.push(Call {
             payload: PayloadVariant::Original,
+            ..call.clone()
+        });
+    }
+    if call.identity != Identity::Stable {
+        simpler.push(Call {
+            identity: Identity::Stable,
+            ..call.clone()
+        });
+    }
+    for subagents in lower_u32(call.subagents, 1) {
+        simpler.push(Call {
+            subagents,
             ..call.clone()
         });
     }

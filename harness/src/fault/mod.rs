@@ -18,11 +18,15 @@
 //! in [`kinds!`] below, a scenario that uses it and a row in the README's
 //! table of kinds; the compiler asks for the rest inside the kind's file.
 
+mod approve;
 mod clock;
 mod crash;
+mod crash_agent;
 mod delay;
 mod lose;
+mod replan;
 mod revoke;
+mod stall;
 
 use std::fmt;
 use std::time::Duration;
@@ -32,11 +36,15 @@ use proptest::strategy::{BoxedStrategy, Union};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+pub use approve::DoubleApprove;
 pub use clock::AdvanceClock;
 pub use crash::{CrashPoint, CrashTarget};
+pub use crash_agent::CrashAgent;
 pub use delay::Delay;
 pub use lose::{Hop, LoseRequest, LoseResponse, LossMode};
+pub use replan::{Replan, Wording};
 pub use revoke::{Grant, Revoke};
+pub use stall::Stall;
 
 /// Declares every kind: its variant of [`Fault`] and of the file shape, and
 /// its place in the registry. The order is the order error messages list the
@@ -110,6 +118,10 @@ kinds! {
     CrashTarget(CrashTarget),
     AdvanceClock(AdvanceClock),
     Revoke(Revoke),
+    Replan(Replan),
+    Stall(Stall),
+    CrashAgent(CrashAgent),
+    DoubleApprove(DoubleApprove),
 }
 
 /// What a fault does, whatever its kind. Object-safe: the nemesis, the
@@ -133,6 +145,14 @@ pub(crate) trait Kind: fmt::Display {
     fn simpler(&self) -> Vec<Fault>;
     /// What live mode does with it.
     fn live(&self) -> Live;
+    /// Whether it makes the agent decide a step again (a new tool call).
+    fn re_plans(&self) -> bool {
+        false
+    }
+    /// Whether what it re-plans re-words the workload's free-text field.
+    fn drifts(&self) -> bool {
+        false
+    }
 }
 
 /// How a kind is written, read back and generated.
@@ -177,6 +197,14 @@ impl Fault {
     pub(crate) fn live(&self) -> Live {
         self.rule().live()
     }
+
+    pub(crate) fn re_plans(&self) -> bool {
+        self.rule().re_plans()
+    }
+
+    pub(crate) fn drifts(&self) -> bool {
+        self.rule().drifts()
+    }
 }
 
 impl fmt::Display for Fault {
@@ -219,13 +247,18 @@ pub(crate) enum Event {
     Moment(Trigger),
 }
 
-/// When a moment's fault (a clock jump, a revocation) fires.
+/// When a moment's fault (a clock jump, a revocation, a re-plan) fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Trigger {
     /// After the agent's Nth call step has ended (1-based).
     AfterCall(u32),
     /// Right after the provider acted on its Nth dispatch.
     AfterCommit(u32),
+    /// Right after the agent read its Nth answer (1-based over the run),
+    /// whether a fault then loses it or not.
+    AfterAnswer(u32),
+    /// When the agent's Nth call step is about to start.
+    BeforeCall(u32),
 }
 
 impl Trigger {
@@ -250,26 +283,28 @@ impl Trigger {
         }
     }
 
-    /// `(after-call, after-commit)`, as written.
+    /// `(after-call, after-commit)`, as written; a trigger only the harness
+    /// sets (an answer, a call's start) is never written this way.
     pub(crate) fn to_file(self) -> (Option<u32>, Option<u32>) {
         match self {
             Trigger::AfterCall(call) => (Some(call), None),
             Trigger::AfterCommit(dispatch) => (None, Some(dispatch)),
+            Trigger::AfterAnswer(_) | Trigger::BeforeCall(_) => (None, None),
         }
     }
 
-    /// One step simpler: an earlier call or dispatch.
+    /// One step simpler: an earlier call, dispatch or answer.
     pub(crate) fn simpler(self) -> Vec<Trigger> {
-        match self {
-            Trigger::AfterCall(call) => crate::simplify::lower_u32(call, 1)
-                .into_iter()
-                .map(Trigger::AfterCall)
-                .collect(),
-            Trigger::AfterCommit(dispatch) => crate::simplify::lower_u32(dispatch, 1)
-                .into_iter()
-                .map(Trigger::AfterCommit)
-                .collect(),
-        }
+        let (n, same): (u32, fn(u32) -> Trigger) = match self {
+            Trigger::AfterCall(call) => (call, Trigger::AfterCall),
+            Trigger::AfterCommit(dispatch) => (dispatch, Trigger::AfterCommit),
+            Trigger::AfterAnswer(answer) => (answer, Trigger::AfterAnswer),
+            Trigger::BeforeCall(call) => (call, Trigger::BeforeCall),
+        };
+        crate::simplify::lower_u32(n, 1)
+            .into_iter()
+            .map(same)
+            .collect()
     }
 
     pub(crate) fn strategy(space: Space) -> impl Strategy<Value = Trigger> {
@@ -285,6 +320,8 @@ impl fmt::Display for Trigger {
         match self {
             Trigger::AfterCall(n) => write!(f, "after call {n}"),
             Trigger::AfterCommit(n) => write!(f, "after dispatch {n} was committed"),
+            Trigger::AfterAnswer(n) => write!(f, "after answer {n}"),
+            Trigger::BeforeCall(n) => write!(f, "when call {n} starts"),
         }
     }
 }
@@ -301,12 +338,24 @@ pub enum Action {
     CrashAfterCommit { restart_after: Duration },
     /// The answer on `hop` is lost after the sender acted.
     LoseAnswer { hop: Hop, mode: LossMode },
+    /// The provider acts, then holds its answer past the agent's timeout;
+    /// the agent, having heard nothing, re-plans instead of retrying.
+    Stall,
     /// The answer on `hop` arrives this late.
     DelayAnswer { hop: Hop, by: Duration },
     /// Every wall clock jumps forward.
     AdvanceClock(Duration),
     /// The caller loses this grant.
     Revoke(Grant),
+    /// The planner decides the step of the answer just read again, `times`
+    /// times: a new tool call each (an injected "the previous attempt failed").
+    Replan { times: u32, wording: Wording },
+    /// The orchestrator dies: its attempts in flight are forgotten, and after
+    /// `restart_after` it replays each step it was running.
+    CrashAgent { restart_after: Duration },
+    /// The step about to start is approved twice: one more execution of it,
+    /// `gap` after the first.
+    ApproveAgain { gap: Duration },
 }
 
 impl Action {
@@ -317,8 +366,13 @@ impl Action {
             Action::LoseRequest(_) => 1,
             Action::CrashAfterCommit { .. } => 2,
             Action::LoseAnswer { .. } => 3,
-            Action::DelayAnswer { .. } => 4,
-            Action::AdvanceClock(_) | Action::Revoke(_) => 5,
+            Action::Stall => 4,
+            Action::DelayAnswer { .. } => 5,
+            Action::AdvanceClock(_)
+            | Action::Revoke(_)
+            | Action::Replan { .. }
+            | Action::CrashAgent { .. }
+            | Action::ApproveAgain { .. } => 6,
         }
     }
 
@@ -352,6 +406,16 @@ pub(crate) enum Live {
     /// A clock jump of this much: nobody may move a real clock, so it is
     /// waited out, with retentions shortened (`live::schedule`).
     ClockJump(Duration),
+}
+
+/// Checks a count a fault repeats something by: it counts from 1.
+pub(crate) fn check_times(kind: &str, field: &str, times: u32, most: u32) -> Result<(), String> {
+    if !(1..=most).contains(&times) {
+        return Err(format!(
+            "{kind}: {field} must be between 1 and {most}, not {times}"
+        ));
+    }
+    Ok(())
 }
 
 /// The part of the fault space `chaos explore` draws from.
@@ -393,6 +457,10 @@ mod tests {
             "kind = \"crash-target\"\nat = \"after-commit\"\nnth = 1\nrestart-after = \"10ms\"",
             "kind = \"advance-clock\"\nby = \"25h\"\nafter-call = 1",
             "kind = \"revoke\"\ngrant = \"scope\"\nafter-commit = 2",
+            "kind = \"replan\"\nnth = 1\ntimes = 2\npayload = \"drifted\"",
+            "kind = \"stall\"\nnth = 1",
+            "kind = \"crash-agent\"\nafter-commit = 1\nrestart-after = \"5ms\"",
+            "kind = \"double-approve\"\ncall = 1\ngap = \"1ms\"",
         ];
         let mut seen = Vec::new();
         for text in faults {
@@ -402,6 +470,17 @@ mod tests {
             seen.push(fault.kind());
         }
         assert_eq!(seen, Fault::KINDS, "a kind without a case here");
+    }
+
+    #[test]
+    fn counts_that_repeat_start_at_one() {
+        let error = parse("kind = \"replan\"\nnth = 1\ntimes = 0", 1).unwrap_err();
+        assert!(
+            error.contains("times must be between 1 and 8, not 0"),
+            "{error}"
+        );
+        let error = parse("kind = \"double-approve\"\ncall = 2", 1).unwrap_err();
+        assert!(error.contains("call = 2 names no call"), "{error}");
     }
 
     #[test]

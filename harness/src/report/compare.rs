@@ -15,7 +15,7 @@ use super::{verdict_label, CellSummary, Summary};
 use crate::check::Status;
 use crate::exit::Exit;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Comparison {
     pub reports: Vec<ReportInfo>,
     pub columns: Vec<Column>,
@@ -44,19 +44,20 @@ pub struct Column {
     pub report: usize,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Row {
     pub scenario: String,
     /// One per column; `null` where that report did not run the scenario.
     pub cells: Vec<Option<CompareCell>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CompareCell {
     pub verdict: Status,
     pub label: String,
     pub effects_observed_max: u32,
     pub effects_expected: u32,
+    pub amplification_max: f64,
     pub seeds_not_passed: u64,
     pub seeds_run: u64,
 }
@@ -269,12 +270,23 @@ pub fn compare(reports: &[(String, Summary)]) -> Comparison {
     }
 }
 
+impl CompareCell {
+    fn effects_text(&self) -> String {
+        super::effects_text(
+            self.effects_observed_max,
+            self.effects_expected,
+            self.amplification_max,
+        )
+    }
+}
+
 fn compare_cell(cell: &CellSummary) -> CompareCell {
     CompareCell {
         verdict: cell.verdict,
         label: verdict_label(cell).to_owned(),
         effects_observed_max: cell.effects_observed_max,
         effects_expected: cell.effects_expected,
+        amplification_max: cell.amplification_max,
         seeds_not_passed: cell.seeds_failed + cell.seeds_unknown,
         seeds_run: cell.seeds_run,
     }
@@ -297,10 +309,7 @@ pub fn render_table(comparison: &Comparison, color: bool) -> String {
             cells.push(match cell {
                 None => Cell::new("-"),
                 Some(cell) => {
-                    let text = format!(
-                        "{}\neffects {}/{}",
-                        cell.label, cell.effects_observed_max, cell.effects_expected
-                    );
+                    let text = format!("{}\n{}", cell.label, cell.effects_text());
                     let rendered = Cell::new(text);
                     if color {
                         rendered.fg(match cell.verdict {
@@ -351,11 +360,7 @@ pub fn render_markdown(comparison: &Comparison) -> String {
                         Status::Fail => "❌",
                         Status::Unknown => "⚠️",
                     };
-                    let _ = write!(
-                        out,
-                        " {icon} {} · effects {}/{} |",
-                        cell.label, cell.effects_observed_max, cell.effects_expected
-                    );
+                    let _ = write!(out, " {icon} {} · {} |", cell.label, cell.effects_text());
                 }
             }
         }

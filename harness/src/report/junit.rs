@@ -45,12 +45,11 @@ fn test_case(cell: &CellSummary) -> TestCase {
                 .set_message(format!("{reason} (rerun: {rerun})"))
                 .set_type(decisive_check(reason))
                 .set_description(format!(
-                    "{}: {} of {} seeds did not pass; effects {}/{} (most observed / allowed)\n{reason}\nrerun: {rerun}",
+                    "{}: {} of {} seeds did not pass; {} (most observed / allowed)\n{reason}\nrerun: {rerun}",
                     verdict_label(cell),
                     cell.seeds_failed + cell.seeds_unknown,
                     cell.seeds_run,
-                    cell.effects_observed_max,
-                    cell.effects_expected,
+                    cell.effects_text(),
                 ));
             status
         }
@@ -66,6 +65,10 @@ fn test_case(cell: &CellSummary) -> TestCase {
     case.add_property(Property::new(
         "effects",
         format!("{}/{}", cell.effects_observed_max, cell.effects_expected),
+    ));
+    case.add_property(Property::new(
+        "amplification",
+        format!("{}", cell.amplification_max),
     ));
     if let Some(seed) = cell.first_failing_seed.or(cell.first_unknown_seed) {
         case.add_property(Property::new("first-failing-seed", seed.to_string()));

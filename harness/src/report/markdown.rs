@@ -58,7 +58,7 @@ pub fn render(summary: &Summary) -> String {
         out.push('\n');
     }
     out.push_str(
-        "\nEach cell: the verdict, `effects X/Y` (the most side effects any one operation had / the most allowed: `2/1` is a customer charged twice), and seeds that did not pass / seeds run.\n",
+        "\nEach cell: the verdict, `effects X/Y` (the most side effects any one operation had / the most allowed: `2/1` is a customer charged twice; `×3` the most effects one intent had for each it was allowed), and seeds that did not pass / seeds run.\n",
     );
 
     let failing: Vec<&CellSummary> = summary
@@ -95,10 +95,9 @@ fn cell_text(cell: &CellSummary) -> String {
         Status::Unknown => "⚠️",
     };
     format!(
-        "{icon} {} · effects {}/{} · {}/{} seeds",
+        "{icon} {} · {} · {}/{} seeds",
         verdict_label(cell),
-        cell.effects_observed_max,
-        cell.effects_expected,
+        cell.effects_text(),
         cell.seeds_failed + cell.seeds_unknown,
         cell.seeds_run
     )

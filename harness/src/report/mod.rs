@@ -122,6 +122,10 @@ pub struct CellSummary {
     pub effects_expected: u32,
     /// The most effects any one operation had, over all seeds.
     pub effects_observed_max: u32,
+    /// The most effects one intent had for each it was allowed, over all
+    /// seeds: `3` is a customer charged three times for one purchase.
+    #[serde(default = "one")]
+    pub amplification_max: f64,
     /// The full record of the first non-passing seeds, in seed order: the
     /// first `failures_kept_per_cell`, plus the first failing and the first
     /// undecided one when they come later.
@@ -146,6 +150,7 @@ impl CellSummary {
             reason: None,
             effects_expected,
             effects_observed_max: 0,
+            amplification_max: 1.0,
             failures: Vec::new(),
         }
     }
@@ -160,6 +165,14 @@ impl CellSummary {
             .max()
             .unwrap_or(0);
         self.effects_observed_max = self.effects_observed_max.max(most_effects);
+        let amplification = verdict
+            .operations
+            .iter()
+            .map(|operation| {
+                f64::from(operation.effects) / f64::from(operation.expected_effects_max.max(1))
+            })
+            .fold(1.0, f64::max);
+        self.amplification_max = self.amplification_max.max(amplification);
         // Calls past the target's declared retention may add effects: show the
         // most this cell ever allowed, not only the scenario's base expectation.
         let most_allowed = verdict
@@ -226,6 +239,7 @@ impl CellSummary {
         self.seeds_unknown += other.seeds_unknown;
         self.effects_expected = self.effects_expected.max(other.effects_expected);
         self.effects_observed_max = self.effects_observed_max.max(other.effects_observed_max);
+        self.amplification_max = self.amplification_max.max(other.amplification_max);
         self.safety = self.safety.max(other.safety);
         self.liveness = self.liveness.max(other.liveness);
         for failure in other.failures {
@@ -359,6 +373,32 @@ pub struct Totals {
     pub passed: usize,
     pub failed: usize,
     pub unknown: usize,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// How a cell's effects read: `effects 3/1 ×3` is one intent charged three
+/// times (the amplification shows only when an intent had more than allowed).
+pub fn effects_text(observed: u32, allowed: u32, amplification: f64) -> String {
+    if amplification > 1.0 {
+        let times = (amplification * 10.0).round() / 10.0;
+        format!("effects {observed}/{allowed} ×{times}")
+    } else {
+        format!("effects {observed}/{allowed}")
+    }
+}
+
+impl CellSummary {
+    /// This cell's effects, as [`effects_text`] writes them.
+    pub fn effects_text(&self) -> String {
+        effects_text(
+            self.effects_observed_max,
+            self.effects_expected,
+            self.amplification_max,
+        )
+    }
 }
 
 /// The words a verdict is shown with: `FAIL (stuck)` when only liveness failed.

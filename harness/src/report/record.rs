@@ -101,6 +101,13 @@ pub struct AttemptRecord {
     pub call: u32,
     pub worker: u32,
     pub attempt: u32,
+    /// The tool call it carried (`X-Tool-Use-Id`).
+    pub tool_use_id: String,
+    /// 1 for the step as first decided; 2 and on each time it was decided
+    /// again (a re-plan, another subagent, a second approval).
+    pub decision: u32,
+    /// The Idempotency-Key it carried.
+    pub key: String,
     pub sent_at: Ms,
     pub ended_at: Ms,
     pub payload_variant: PayloadVariant,
@@ -277,13 +284,16 @@ fn attempt_record(trial: &Trial<'_>, attempt: &Attempt, included: bool) -> Attem
         call: attempt.call,
         worker: attempt.worker,
         attempt: attempt.attempt,
+        tool_use_id: attempt.tool_use_id.clone(),
+        decision: attempt.decision,
+        key: attempt.key.clone(),
         sent_at: attempt.sent_at,
         ended_at: attempt.ended_at,
         payload_variant: call.map_or(PayloadVariant::Original, |call| call.variant),
         payload_fingerprint: attempt.payload_fingerprint.clone(),
         payload: call
             .filter(|_| included)
-            .map(|call| String::from_utf8_lossy(&call.payload).into_owned()),
+            .map(|call| String::from_utf8_lossy(&call.payload.bytes).into_owned()),
         saw: attempt.summary(),
         end: attempt.end.clone(),
     }
@@ -332,6 +342,6 @@ pub fn target_answer(end: &AttemptEnd) -> Option<&crate::history::Answer> {
     match end {
         AttemptEnd::Answered(answer) => Some(answer),
         AttemptEnd::Lost { dropped, .. } => Some(dropped),
-        AttemptEnd::Failed { .. } => None,
+        AttemptEnd::Failed { .. } | AttemptEnd::Abandoned => None,
     }
 }

@@ -45,8 +45,9 @@ fn render_cell(cell: &CellSummary, color: bool) -> Cell {
     let verdict = verdict_label(cell);
     let non_passing = cell.seeds_failed + cell.seeds_unknown;
     let text = format!(
-        "{verdict}\neffects {}/{}\n{non_passing}/{} seeds",
-        cell.effects_observed_max, cell.effects_expected, cell.seeds_run
+        "{verdict}\n{}\n{non_passing}/{} seeds",
+        cell.effects_text(),
+        cell.seeds_run
     );
     let rendered = Cell::new(text);
     if !color {

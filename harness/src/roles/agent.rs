@@ -1,27 +1,32 @@
-//! The agent: plays the orchestrator. For each call step it releases the
-//! step's workers together; each worker sends attempts of the same logical
-//! operation (same Idempotency-Key, new X-Attempt-Id) until it gets a
-//! definitive answer or spends its retry budget.
+//! The agent: plays the orchestrator and the planner. For each call step it
+//! executes the step (once per subagent, and again for a second approval);
+//! each execution's workers send one tool call, retried with the same
+//! tool-use id and key (new X-Attempt-Id) until a definitive answer or the
+//! retry budget is spent. When the planner decides the step again (a
+//! re-plan, a stalled call, a replay after the orchestrator crashed, or any
+//! retry when the runtime holds no key) the next tool call has a new tool-use
+//! id, and a key of its own unless the orchestrator holds the step's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use chaos_kit::clock::Clock;
 use chaos_kit::http::{CallFailure, Client, Request, Response};
 use chaos_kit::protocol::{
-    AnswerBody, Outcome, ATTEMPT_ID, AUTHORIZATION, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
-    TRACEPARENT,
+    AnswerBody, Outcome, ATTEMPT_ID, AUTHORIZATION, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, RUN_ID,
+    STEP_ID, TOOL_USE_ID, TRACEPARENT,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::fault::{Action, LossMode};
+use crate::fault::{Action, LossMode, Wording};
 use crate::history::{Answer, Attempt, AttemptEnd};
-use crate::plan::{attempt_id, Timing, Trial};
+use crate::plan::{attempt_id, own_key, tool_use_id, Payload, Timing, Trial};
 use crate::roles::clock::Timeline;
 use crate::roles::nemesis::Nemesis;
+use crate::scenario::Identity;
 
 /// How a target's statuses map to outcomes when its body names none. Targets
 /// may override single statuses (some middleware answers 417 on a mismatch).
@@ -54,6 +59,7 @@ impl StatusMapping {
 #[derive(Debug, Clone)]
 pub(crate) struct Script {
     pub seed: u64,
+    pub run_id: String,
     pub tool: String,
     pub token: String,
     pub timing: Timing,
@@ -64,31 +70,79 @@ pub(crate) struct Script {
 pub(crate) struct ScriptedCall {
     pub number: u32,
     pub operation: usize,
-    pub key: String,
-    pub payload: Bytes,
-    pub fingerprint: String,
+    pub step_id: String,
+    pub payload: Payload,
+    /// The operation's arguments re-worded, for a re-plan that drifts.
+    pub drifted: Option<Payload>,
     pub attempts: u32,
     pub concurrency: u32,
+    pub subagents: u32,
+    pub identity: Identity,
+    /// Tool-use id and Idempotency-Key of each decision of the step, from 1.
+    pub decisions: Decisions,
+    /// The next decision's number: decisions are numbered in the order the
+    /// tool calls are made, across every execution and replay of the step.
+    pub next_decision: Arc<AtomicU32>,
+    /// The next worker's number, across executions and replays alike.
+    pub next_worker: Arc<AtomicU32>,
+}
+
+/// How the tool calls of one step are named.
+#[derive(Debug, Clone)]
+pub(crate) struct Decisions {
+    seed: u64,
+    call: u32,
+    suffix: String,
+    /// The key every decision carries while the orchestrator holds it.
+    held_key: Option<String>,
+}
+
+impl Decisions {
+    fn tool_use_id(&self, decision: u32) -> String {
+        tool_use_id(self.seed, self.call, decision, &self.suffix)
+    }
+
+    fn key(&self, decision: u32) -> String {
+        match &self.held_key {
+            Some(key) => key.clone(),
+            None => own_key(&self.tool_use_id(decision)),
+        }
+    }
 }
 
 impl Script {
     pub(crate) fn from_trial(trial: &Trial<'_>) -> Script {
         Script {
             seed: trial.seed,
+            run_id: trial.run_id.clone(),
             tool: trial.scenario.workload.tool.clone(),
             token: trial.token.clone(),
             timing: trial.timing,
             calls: trial
                 .calls
                 .iter()
-                .map(|call| ScriptedCall {
-                    number: call.number,
-                    operation: call.operation,
-                    key: trial.operations[call.operation].key.clone(),
-                    payload: call.payload.clone(),
-                    fingerprint: call.fingerprint.clone(),
-                    attempts: call.attempts,
-                    concurrency: call.concurrency,
+                .map(|call| {
+                    let operation = &trial.operations[call.operation];
+                    ScriptedCall {
+                        number: call.number,
+                        operation: call.operation,
+                        step_id: operation.step_id.clone(),
+                        payload: call.payload.clone(),
+                        drifted: operation.drifted.clone(),
+                        attempts: call.attempts,
+                        concurrency: call.concurrency,
+                        subagents: call.subagents,
+                        identity: call.identity,
+                        decisions: Decisions {
+                            seed: trial.seed,
+                            call: call.number,
+                            suffix: trial.suffix().to_owned(),
+                            held_key: (call.identity == Identity::Stable)
+                                .then(|| operation.key.clone()),
+                        },
+                        next_decision: Arc::new(AtomicU32::new(1)),
+                        next_worker: Arc::new(AtomicU32::new(1)),
+                    }
                 })
                 .collect(),
         }
@@ -115,54 +169,177 @@ pub(crate) async fn run(script: Script, env: AgentEnv) {
     let script = Arc::new(script);
     for (index, call) in script.calls.iter().enumerate() {
         sit_out_clock_jump(&env).await;
-        let mut workers = Vec::with_capacity(call.concurrency as usize);
-        for worker in 1..=call.concurrency {
-            let (script, env) = (script.clone(), env.clone());
-            let network = env.http.network().clone();
-            workers.push(network.spawn(Box::pin(async move {
-                let call = &script.calls[index];
-                run_worker(&script, call, worker, &env).await
-            })));
-        }
-        for worker in workers {
-            // A worker only ends by returning; a JoinError means the runtime is
-            // shutting down, and the run is over anyway.
-            let _ = worker.await;
-        }
+        let second_approvals = env.nemesis.before_call(call.number);
+        run_call(&script, index, &second_approvals, &env).await;
         env.nemesis.after_call(call.number);
+        // An orchestrator that died once the call was over forgot that it
+        // was: on restart it replays the call, decided again.
+        if let Some(restart_after) = env.nemesis.take_replay() {
+            tokio::time::sleep(restart_after).await;
+            run_call(&script, index, &[], &env).await;
+        }
     }
 }
 
-async fn run_worker(script: &Script, call: &ScriptedCall, worker: u32, env: &AgentEnv) {
+/// One execution of a step: a tool call sent by `concurrency` workers.
+struct Execution {
+    /// Released this long after the step starts.
+    after: Duration,
+}
+
+/// Runs call `index`: each subagent, and each second approval `gap` later,
+/// executes the step; each execution's workers send its tool call.
+async fn run_call(
+    script: &Arc<Script>,
+    index: usize,
+    second_approvals: &[Duration],
+    env: &AgentEnv,
+) {
+    let call = &script.calls[index];
+    let executions: Vec<Execution> = (0..call.subagents)
+        .map(|_| Execution {
+            after: Duration::ZERO,
+        })
+        .chain(second_approvals.iter().map(|gap| Execution { after: *gap }))
+        .collect();
+    // The executions' tool calls are decided first, in order; re-plans take
+    // the numbers after them as they happen.
+    let decisions: Vec<u32> = executions
+        .iter()
+        .map(|_| call.next_decision.fetch_add(1, Ordering::Relaxed))
+        .collect();
+    let mut workers = Vec::with_capacity(executions.len() * call.concurrency as usize);
+    for (number, execution) in executions.iter().enumerate() {
+        let decision = decisions[number];
+        for _ in 0..call.concurrency {
+            let worker = call.next_worker.fetch_add(1, Ordering::Relaxed);
+            let (script, env) = (script.clone(), env.clone());
+            let after = execution.after;
+            let network = env.http.network().clone();
+            workers.push(network.spawn(Box::pin(async move {
+                if !after.is_zero() {
+                    tokio::time::sleep(after).await;
+                }
+                let call = &script.calls[index];
+                let first = ToolCall::decided(call, decision, Wording::Same);
+                run_worker(&script, call, worker, first, &env).await
+            })));
+        }
+    }
+    for worker in workers {
+        // A worker only ends by returning; a JoinError means the runtime is
+        // shutting down, and the run is over anyway.
+        let _ = worker.await;
+    }
+}
+
+/// One tool call of a step: what the model emitted, which the worker sends
+/// and retries.
+struct ToolCall<'a> {
+    decision: u32,
+    tool_use_id: String,
+    key: String,
+    payload: &'a Payload,
+}
+
+impl<'a> ToolCall<'a> {
+    fn decided(call: &'a ScriptedCall, decision: u32, wording: Wording) -> ToolCall<'a> {
+        let payload = match (wording, &call.drifted) {
+            (Wording::Drifted, Some(drifted)) => drifted,
+            _ => &call.payload,
+        };
+        ToolCall {
+            decision,
+            tool_use_id: call.decisions.tool_use_id(decision),
+            key: call.decisions.key(decision),
+            payload,
+        }
+    }
+}
+
+async fn run_worker(
+    script: &Script,
+    call: &ScriptedCall,
+    worker: u32,
+    first: ToolCall<'_>,
+    env: &AgentEnv,
+) {
     let mut rng = ChaCha8Rng::seed_from_u64(
         script.seed ^ (u64::from(call.number) << 40) ^ (u64::from(worker) << 20),
     );
-    for attempt in 1..=call.attempts {
-        sit_out_clock_jump(env).await;
-        let attempt_id = attempt_id(script.seed, call.number, worker, attempt);
-        let sent_at = env.timeline.now();
-        let wall_clock_ms = env.clock.now_ms();
-        let end = send_attempt(script, call, &attempt_id, env, attempt).await;
-        let definitive =
-            matches!(&end, AttemptEnd::Answered(answer) if answer.outcome.is_definitive());
-        lock(&env.attempts).push(Attempt {
-            operation: call.operation,
-            call: call.number,
-            worker,
-            attempt,
-            attempt_id,
-            payload_fingerprint: call.fingerprint.clone(),
-            sent_at,
-            ended_at: env.timeline.now(),
-            wall_clock_ms,
-            end,
-        });
-        if definitive || attempt == call.attempts {
-            return;
+    let decide_again = |wording| {
+        ToolCall::decided(
+            call,
+            call.next_decision.fetch_add(1, Ordering::Relaxed),
+            wording,
+        )
+    };
+    let mut crashes = env.nemesis.agent_crashes();
+    crashes.mark_unchanged();
+    let mut attempt = 0;
+    // Tool calls to make, in order: this one, then any the planner re-issues.
+    let mut tool_calls = VecDeque::from([first]);
+    while let Some(mut tool_call) = tool_calls.pop_front() {
+        let mut tries = 0;
+        while tries < call.attempts {
+            sit_out_clock_jump(env).await;
+            attempt += 1;
+            tries += 1;
+            let attempt_id = attempt_id(script.seed, call.number, worker, attempt);
+            let sent_at = env.timeline.now();
+            let wall_clock_ms = env.clock.now_ms();
+            let sent = send_attempt(script, call, &tool_call, &attempt_id, env, attempt);
+            let (end, replans) = tokio::select! {
+                biased;
+                sent = sent => sent,
+                _ = crashes.changed() => (AttemptEnd::Abandoned, Vec::new()),
+            };
+            let definitive =
+                matches!(&end, AttemptEnd::Answered(answer) if answer.outcome.is_definitive());
+            let abandoned = end == AttemptEnd::Abandoned;
+            lock(&env.attempts).push(Attempt {
+                operation: call.operation,
+                call: call.number,
+                worker,
+                attempt,
+                attempt_id,
+                tool_use_id: tool_call.tool_use_id.clone(),
+                decision: tool_call.decision,
+                key: tool_call.key.clone(),
+                payload_fingerprint: tool_call.payload.fingerprint.clone(),
+                intent: tool_call.payload.intent.clone(),
+                sent_at,
+                ended_at: env.timeline.now(),
+                wall_clock_ms,
+                end,
+            });
+            for (times, wording) in replans {
+                tool_calls.extend((0..times).map(|_| decide_again(wording)));
+            }
+            if abandoned {
+                // The orchestrator died waiting. Restarted, it replays the
+                // step: the planner decides it again; what it forgot does
+                // not count against the budget.
+                tokio::time::sleep(env.nemesis.agent_restart_after()).await;
+                crashes.mark_unchanged();
+                tool_call = decide_again(Wording::Same);
+                tries -= 1;
+                continue;
+            }
+            if definitive || tries == call.attempts {
+                break;
+            }
+            let timing = &script.timing;
+            let backoff_ms =
+                rng.random_range(millis(timing.backoff_min)..=millis(timing.backoff_max));
+            tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
+            // Heard nothing useful: a runtime that holds no key lets the
+            // model decide again instead of retrying, as does one whose call
+            // stalled past the agent's patience.
+            if call.identity == Identity::Replan || env.nemesis.take_stall() {
+                tool_call = decide_again(Wording::Same);
+            }
         }
-        let timing = &script.timing;
-        let backoff_ms = rng.random_range(millis(timing.backoff_min)..=millis(timing.backoff_max));
-        tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
     }
 }
 
@@ -174,27 +351,37 @@ async fn sit_out_clock_jump(env: &AgentEnv) {
     }
 }
 
+/// Sends one attempt of `tool_call`; what came of it, and the re-plans the
+/// planner makes after its answer.
 async fn send_attempt(
     script: &Script,
     call: &ScriptedCall,
+    tool_call: &ToolCall<'_>,
     attempt_id: &str,
     env: &AgentEnv,
     attempt: u32,
-) -> AttemptEnd {
-    let request = Request::post(format!("/tools/{}", script.tool), call.payload.clone())
-        .header(IDEMPOTENCY_KEY, call.key.as_str())
-        .header(AUTHORIZATION, format!("Bearer {}", script.token))
-        .header(ATTEMPT_ID, attempt_id)
-        .header(TRACEPARENT, traceparent(script.seed, call.number, attempt))
-        .header("content-type", "application/json");
+) -> (AttemptEnd, Vec<(u32, Wording)>) {
+    let request = Request::post(
+        format!("/tools/{}", script.tool),
+        tool_call.payload.bytes.clone(),
+    )
+    .header(IDEMPOTENCY_KEY, tool_call.key.as_str())
+    .header(AUTHORIZATION, format!("Bearer {}", script.token))
+    .header(ATTEMPT_ID, attempt_id)
+    .header(RUN_ID, script.run_id.as_str())
+    .header(STEP_ID, call.step_id.as_str())
+    .header(TOOL_USE_ID, tool_call.tool_use_id.as_str())
+    .header(TRACEPARENT, traceparent(script.seed, call.number, attempt))
+    .header("content-type", "application/json");
     let timeout = script.timing.agent_timeout;
     let deadline = tokio::time::Instant::now() + timeout;
     let response = match env.http.call(&env.target, request, timeout).await {
         Ok(response) => response,
-        Err(failure) => return AttemptEnd::Failed { failure },
+        Err(failure) => return (AttemptEnd::Failed { failure }, Vec::new()),
     };
     let answer = env.mapping.interpret(&response);
-    match env.nemesis.answer() {
+    let fate = env.nemesis.answer();
+    let end = match fate.action {
         Some(Action::LoseAnswer { mode, .. }) => {
             if mode == LossMode::Hold {
                 tokio::time::sleep_until(deadline).await;
@@ -216,7 +403,8 @@ async fn send_attempt(
             }
         }
         _ => AttemptEnd::Answered(answer),
-    }
+    };
+    (end, fate.replans)
 }
 
 /// A W3C trace context: one trace per call, one span per attempt. Trace

@@ -75,6 +75,7 @@ impl Cast {
                 retention: provider_retention,
                 processing_delay: scenario.provider.processing_delay,
                 subject_field: scenario.workload.subject_field.clone(),
+                free_text_field: scenario.workload.free_text_field.clone(),
                 hold: trial.timing.hold,
             },
             clock.clone(),

@@ -20,8 +20,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chaos_kit::clock::millis;
+use tokio::sync::watch;
 
-use crate::fault::{self, Action, Event, Fault, Trigger};
+use crate::fault::{self, Action, Event, Fault, Trigger, Wording};
 use crate::history::{FaultEvent, Happened, Ms};
 use crate::roles::authority::Authority;
 use crate::roles::clock::{HarnessClock, Timeline};
@@ -37,6 +38,19 @@ pub(crate) struct Nemesis {
     /// Live mode: clock jumps (by fault index) turned into real waits.
     clock_waits: BTreeMap<usize, ClockWait>,
     state: Mutex<NemesisState>,
+    /// How many times the agent (the orchestrator) has crashed: its workers
+    /// watch it, to forget what they were waiting for.
+    agent_crashes: watch::Sender<u64>,
+}
+
+/// What happened to an answer the agent read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct AnswerFate {
+    /// The exchange's fate: lost or delayed on its way to the agent.
+    pub action: Option<Action>,
+    /// Re-plans of the answer's step the planner makes next: how many times,
+    /// worded how, one entry per fault.
+    pub replans: Vec<(u32, Wording)>,
 }
 
 /// How a clock jump is carried out live: a wait, and a note for the history
@@ -55,6 +69,12 @@ struct NemesisState {
     answers_received: u32,
     /// Waits owed by the agent before its next step (live clock jumps).
     pending_wait: Duration,
+    /// Stalled dispatches whose re-plan no worker has made yet.
+    stalls: u32,
+    /// How long the agent stays down after its last crash.
+    agent_restart_after: Duration,
+    /// A crash after a call ended: the agent replays that call on restart.
+    replay_after_call: Option<Duration>,
 }
 
 impl Nemesis {
@@ -75,6 +95,7 @@ impl Nemesis {
             tool,
             clock_waits: BTreeMap::new(),
             state: Mutex::new(NemesisState::default()),
+            agent_crashes: watch::Sender::new(0),
         }
     }
 
@@ -98,14 +119,61 @@ impl Nemesis {
         self.exchange(Event::Dispatch(nth))
     }
 
-    /// The agent read an answer from the target: what happens to it, if anything.
-    pub(crate) fn answer(&self) -> Option<Action> {
+    /// The agent read an answer from the target: what happens to it, and
+    /// what the planner does after it.
+    pub(crate) fn answer(&self) -> AnswerFate {
         let nth = {
             let mut state = lock(&self.state);
             state.answers_received += 1;
             state.answers_received
         };
-        self.exchange(Event::Answer(nth))
+        let action = self.exchange(Event::Answer(nth));
+        let replans = self
+            .moment(Trigger::AfterAnswer(nth))
+            .into_iter()
+            .filter_map(|action| match action {
+                Action::Replan { times, wording } => Some((times, wording)),
+                _ => None,
+            })
+            .collect();
+        AnswerFate { action, replans }
+    }
+
+    /// The agent's Nth call is about to start: the gaps after which it is
+    /// executed again, once per second approval.
+    pub(crate) fn before_call(&self, number: u32) -> Vec<Duration> {
+        self.moment(Trigger::BeforeCall(number))
+            .into_iter()
+            .filter_map(|action| match action {
+                Action::ApproveAgain { gap } => Some(gap),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Whether a stalled dispatch still waits for the agent to decide again;
+    /// the first worker to ask makes that re-plan.
+    pub(crate) fn take_stall(&self) -> bool {
+        let mut state = lock(&self.state);
+        let stalled = state.stalls > 0;
+        state.stalls = state.stalls.saturating_sub(1);
+        stalled
+    }
+
+    /// The agent's crashes, as a count its workers watch.
+    pub(crate) fn agent_crashes(&self) -> watch::Receiver<u64> {
+        self.agent_crashes.subscribe()
+    }
+
+    /// How long the agent stays down after its last crash.
+    pub(crate) fn agent_restart_after(&self) -> Duration {
+        lock(&self.state).agent_restart_after
+    }
+
+    /// A crash that came after a call ended: how long until the agent,
+    /// restarted, replays that call.
+    pub(crate) fn take_replay(&self) -> Option<Duration> {
+        lock(&self.state).replay_after_call.take()
     }
 
     /// Called by the provider right after it acted on its Nth dispatch.
@@ -128,11 +196,18 @@ impl Nemesis {
         if let Some(restart_after) = action.restart_after() {
             lock(&self.state).crash_requests.push_back(restart_after);
         }
+        if action == Action::Stall {
+            lock(&self.state).stalls += 1;
+        }
         Some(action)
     }
 
-    /// Every rule due at a moment acts, in the scenario's order.
-    fn moment(&self, trigger: Trigger) {
+    /// Every rule due at a moment acts, in the scenario's order. What the
+    /// world suffers (a clock jump, a revocation, the agent's crash) happens
+    /// here; what the planner does (a re-plan, a second approval) is handed
+    /// back to the agent, which asked.
+    fn moment(&self, trigger: Trigger) -> Vec<Action> {
+        let mut for_the_agent = Vec::new();
         for (index, fault) in self.faults.iter().enumerate() {
             let Some(action) = fault.verdict(Event::Moment(trigger)) else {
                 continue;
@@ -152,11 +227,25 @@ impl Nemesis {
                     None => self.clock.advance(millis(by)),
                 },
                 Action::Revoke(grant) => self.authority.revoke(&self.token, grant, &self.tool),
+                Action::CrashAgent { restart_after } => {
+                    let mut state = lock(&self.state);
+                    state.agent_restart_after = restart_after;
+                    if matches!(trigger, Trigger::AfterCall(_)) {
+                        // Nothing is in flight: on restart, the agent replays
+                        // the call it had finished but not recorded.
+                        state.replay_after_call = Some(restart_after);
+                    } else {
+                        drop(state);
+                        self.agent_crashes.send_modify(|crashes| *crashes += 1);
+                    }
+                }
+                Action::Replan { .. } | Action::ApproveAgain { .. } => for_the_agent.push(action),
                 // A rule that acts on exchanges has no verdict at a moment.
                 _ => continue,
             }
             self.record(Happened::Fault { index, action }, fault.to_string());
         }
+        for_the_agent
     }
 
     /// The restart delay of the next crash for the driver to carry out.
@@ -306,15 +395,15 @@ mod tests {
             nth: 2,
             mode: LossMode::Reset,
         })]);
-        assert_eq!(nemesis.answer(), None);
+        assert_eq!(nemesis.answer().action, None);
         assert_eq!(
-            nemesis.answer(),
+            nemesis.answer().action,
             Some(Action::LoseAnswer {
                 hop: Hop::TargetToAgent,
                 mode: LossMode::Reset
             })
         );
-        assert_eq!(nemesis.answer(), None);
+        assert_eq!(nemesis.answer().action, None);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chaos_kit::canonical::{payload_fingerprint, value_fingerprint};
+use chaos_kit::canonical::{intent_fingerprint, payload_fingerprint, value_fingerprint};
 use chaos_kit::clock::{millis, Clock};
 use chaos_kit::http::{Abort, Request, Response};
 use chaos_kit::protocol::{ProviderProfile, Receipt, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
@@ -25,6 +25,8 @@ pub(crate) struct ProviderConfig {
     pub retention: Option<Duration>,
     pub processing_delay: Duration,
     pub subject_field: String,
+    /// The argument a payload's intent leaves out (the workload's free text).
+    pub free_text_field: Option<String>,
     /// How long a held answer is held.
     pub hold: Duration,
 }
@@ -121,6 +123,11 @@ impl Provider {
             Some(value) => value_fingerprint(value),
             None => payload_fingerprint(&request.body),
         };
+        let free_text: Vec<&str> = self.config.free_text_field.as_deref().into_iter().collect();
+        let intent_fingerprint = body
+            .as_ref()
+            .map(|value| intent_fingerprint(value, &free_text))
+            .filter(|intent| *intent != fingerprint);
 
         let mut record = Dispatch {
             number: 0,
@@ -129,6 +136,7 @@ impl Provider {
             subject,
             key,
             payload_fingerprint: fingerprint,
+            intent_fingerprint,
             disposition: Disposition::Dropped,
         };
         // Take the number and the slot together: concurrent dispatches must not share one.
@@ -166,6 +174,12 @@ impl Provider {
             Some(Action::CrashAfterCommit { .. }) => {
                 tokio::time::sleep(self.config.hold).await;
                 Err(Abort)
+            }
+            // Committed; the answer comes, but only after the agent stopped
+            // waiting for the attempt that asked.
+            Some(Action::Stall) => {
+                tokio::time::sleep(self.config.hold).await;
+                Ok(response)
             }
             Some(Action::LoseAnswer { mode, .. }) => self.lose(mode).await,
             Some(Action::DelayAnswer { by, .. }) => {

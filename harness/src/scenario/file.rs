@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use super::{
-    Call, Expectations, NetworkSetup, PayloadVariant, ProviderSetup, Scenario, ScenarioError,
-    TestKind, Workload,
+    Call, Expectations, Identity, NetworkSetup, PayloadVariant, Policy, ProviderSetup, Scenario,
+    ScenarioError, TestKind, Workload,
 };
 use crate::fault::FaultFile;
 use crate::input;
@@ -41,6 +41,8 @@ pub(super) fn write(scenario: &Scenario) -> String {
         workload: WorkloadFile {
             tool: scenario.workload.tool.clone(),
             subject_field: scenario.workload.subject_field.clone(),
+            free_text_field: scenario.workload.free_text_field.clone(),
+            policy: scenario.workload.policy,
         },
         call: scenario
             .calls
@@ -53,6 +55,8 @@ pub(super) fn write(scenario: &Scenario) -> String {
                         payload: call.payload,
                         attempts: call.attempts,
                         concurrency: call.concurrency,
+                        subagents: call.subagents,
+                        identity: call.identity,
                         expect: call.expect.clone(),
                     },
                 )
@@ -144,6 +148,10 @@ struct WorkloadFile {
     tool: String,
     #[serde(default = "default_subject_field")]
     subject_field: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    free_text_field: Option<String>,
+    #[serde(default = "default_policy", skip_serializing_if = "is_coalesce")]
+    policy: Policy,
 }
 
 impl Default for WorkloadFile {
@@ -151,8 +159,18 @@ impl Default for WorkloadFile {
         WorkloadFile {
             tool: default_tool(),
             subject_field: default_subject_field(),
+            free_text_field: None,
+            policy: default_policy(),
         }
     }
+}
+
+fn default_policy() -> Policy {
+    Policy::Coalesce
+}
+
+fn is_coalesce(policy: &Policy) -> bool {
+    *policy == Policy::Coalesce
 }
 
 fn default_tool() -> String {
@@ -173,8 +191,28 @@ struct CallFile {
     attempts: u32,
     #[serde(default = "default_concurrency")]
     concurrency: u32,
+    #[serde(default = "default_subagents", skip_serializing_if = "is_one")]
+    subagents: u32,
+    #[serde(default = "default_identity", skip_serializing_if = "is_stable")]
+    identity: Identity,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     expect: Option<BTreeSet<Outcome>>,
+}
+
+fn default_subagents() -> u32 {
+    1
+}
+
+fn is_one(value: &u32) -> bool {
+    *value == 1
+}
+
+fn default_identity() -> Identity {
+    Identity::Stable
+}
+
+fn is_stable(identity: &Identity) -> bool {
+    *identity == Identity::Stable
 }
 
 fn default_payload() -> PayloadVariant {
@@ -216,6 +254,7 @@ impl Default for ExpectFile {
 
 pub const MAX_ATTEMPTS: u32 = 64;
 pub const MAX_CONCURRENCY: u32 = 32;
+pub const MAX_SUBAGENTS: u32 = 16;
 
 impl ScenarioFile {
     fn validate(self, path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
@@ -253,6 +292,31 @@ impl ScenarioFile {
             ));
         }
 
+        if let Some(field) = &self.workload.free_text_field {
+            if field.is_empty() || !field.bytes().all(is_token_byte) {
+                return Err(error(format!(
+                    "workload.free-text-field '{field}' must be a non-empty name of letters, digits, '_' or '-'"
+                )));
+            }
+            if *field == self.workload.subject_field {
+                return Err(error(format!(
+                    "workload.free-text-field '{field}' is the subject field: the subject names what the action is about and is never free text; choose another field"
+                )));
+            }
+        }
+
+        let call_count = self.call.len() as u32;
+        let mut faults = Vec::with_capacity(self.fault.len());
+        for spanned in self.fault {
+            let span = spanned.span();
+            let fault = spanned
+                .into_inner()
+                .validate(call_count)
+                .map_err(|message| error_at(span, message))?;
+            faults.push(fault);
+        }
+        let something_re_plans = faults.iter().any(|fault| fault.re_plans());
+
         let mut calls = Vec::with_capacity(self.call.len());
         for spanned in self.call {
             let span = spanned.span();
@@ -275,6 +339,35 @@ impl ScenarioFile {
                     ),
                 ));
             }
+            if !(1..=MAX_SUBAGENTS).contains(&call.subagents) {
+                return Err(error_at(
+                    span,
+                    format!(
+                        "subagents must be between 1 and {MAX_SUBAGENTS}, not {}: each subagent runs the step once",
+                        call.subagents
+                    ),
+                ));
+            }
+            if call.identity == Identity::Replan
+                && call.attempts == 1
+                && call.subagents == 1
+                && !something_re_plans
+            {
+                return Err(error_at(
+                    span,
+                    "identity = \"replan\" changes nothing here: with one attempt, one subagent and no replan, stall, crash-agent or double-approve fault, the step is never decided again. \
+                     Give the call attempts > 1 or subagents > 1, add such a fault, or remove identity"
+                        .into(),
+                ));
+            }
+            if call.payload == PayloadVariant::Drifted && self.workload.free_text_field.is_none() {
+                return Err(error_at(
+                    span,
+                    "payload = \"drifted\" re-words the workload's free-text field, and this workload names none: \
+                     add free-text-field = \"note\" to [workload], or choose payload original, changed or equivalent"
+                        .into(),
+                ));
+            }
             if call.operation.is_empty() || !call.operation.bytes().all(is_token_byte) {
                 return Err(error_at(
                     span,
@@ -295,19 +388,15 @@ impl ScenarioFile {
                 payload: call.payload,
                 attempts: call.attempts,
                 concurrency: call.concurrency,
+                subagents: call.subagents,
+                identity: call.identity,
                 expect: call.expect,
             });
         }
-
-        let call_count = calls.len() as u32;
-        let mut faults = Vec::with_capacity(self.fault.len());
-        for spanned in self.fault {
-            let span = spanned.span();
-            let fault = spanned
-                .into_inner()
-                .validate(call_count)
-                .map_err(|message| error_at(span, message))?;
-            faults.push(fault);
+        if faults.iter().any(|fault| fault.drifts()) && self.workload.free_text_field.is_none() {
+            return Err(error(
+                "a fault re-plans with payload = \"drifted\", which re-words the workload's free-text field, and this workload names none: add free-text-field = \"note\" to [workload]".into(),
+            ));
         }
 
         let (expect_span, expect) = match self.expect {
@@ -349,6 +438,8 @@ impl ScenarioFile {
             workload: Workload {
                 tool: self.workload.tool,
                 subject_field: self.workload.subject_field,
+                free_text_field: self.workload.free_text_field,
+                policy: self.workload.policy,
             },
             calls,
             faults,

@@ -29,6 +29,9 @@ pub enum TestKind {
     WorkerRestart,
     ExpiredHistory,
     RevokedPermission,
+    /// The agent decides a step again: a re-plan, a replay after a crash, a
+    /// double approval, parallel subagents.
+    RePlan,
     /// Written by `chaos explore`.
     Explored,
 }
@@ -43,6 +46,7 @@ impl TestKind {
             TestKind::WorkerRestart => "worker-restart",
             TestKind::ExpiredHistory => "expired-history",
             TestKind::RevokedPermission => "revoked-permission",
+            TestKind::RePlan => "re-plan",
             TestKind::Explored => "explored",
         }
     }
@@ -58,6 +62,44 @@ pub enum PayloadVariant {
     Changed,
     /// The original with keys reordered and whitespace added: the same action.
     Equivalent,
+    /// The same intent as the model re-words it when it decides again: the
+    /// amount spelled `4999.0`, the workload's free-text field re-worded, the
+    /// business subject and every other argument unchanged.
+    Drifted,
+}
+
+impl PayloadVariant {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PayloadVariant::Original => "original",
+            PayloadVariant::Changed => "changed",
+            PayloadVariant::Equivalent => "equivalent",
+            PayloadVariant::Drifted => "drifted",
+        }
+    }
+}
+
+/// Who holds an operation's Idempotency-Key when the agent tries again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Identity {
+    /// The orchestrator holds it: every tool call of the step carries the
+    /// operation's key, retries and re-plans alike.
+    Stable,
+    /// Nobody holds it: every new attempt of the step is the planner deciding
+    /// again, a new tool call with a new tool-use id and a key of its own
+    /// (`executor_v1`, or a framework that keys on the tool-use id).
+    Replan,
+}
+
+/// How the runtime treats a tool called again for one intent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// One effect per intent, however often the tool is called (`charge_card`).
+    Coalesce,
+    /// Every tool call is its own effect (`send_notification_to_self`).
+    Allow,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -96,6 +138,10 @@ pub struct Workload {
     /// The argument that names the business object; the provider attributes
     /// every effect to an operation by it.
     pub subject_field: String,
+    /// An argument of free text the model may re-word when it decides again
+    /// (a memo, a note): part of the payload, not of the intent.
+    pub free_text_field: Option<String>,
+    pub policy: Policy,
 }
 
 /// One step of the agent: attempts of one logical operation, retried until a
@@ -106,8 +152,11 @@ pub struct Call {
     pub payload: PayloadVariant,
     /// Attempts per worker, the retry budget.
     pub attempts: u32,
-    /// Workers released together on the same operation.
+    /// Workers released together on the same tool call.
     pub concurrency: u32,
+    /// Subagents running the step at once, each its own tool call.
+    pub subagents: u32,
+    pub identity: Identity,
     /// The definitive outcomes this call may end with; `None` accepts any that
     /// the universal checks accept.
     pub expect: Option<BTreeSet<Outcome>>,
@@ -272,6 +321,81 @@ operation = "reminder"
         let scenario = parse(&text).unwrap();
         let written = scenario.to_toml();
         assert_eq!(parse(&written).unwrap(), scenario, "{written}");
+    }
+
+    /// Issue 10's bad input: each names the file, the line and what to do.
+    #[test]
+    fn re_plan_vocabulary_is_checked() {
+        let call_with = |fields: &str| {
+            MINIMAL.replace(
+                "operation = \"reminder\"",
+                &format!("operation = \"reminder\"\n{fields}"),
+            )
+        };
+        let replan_alone = parse(&call_with("attempts = 1\nidentity = \"replan\"")).unwrap_err();
+        assert!(
+            replan_alone
+                .to_string()
+                .starts_with("scenarios/example.toml:9:"),
+            "{replan_alone}"
+        );
+        assert!(
+            replan_alone
+                .message
+                .contains("identity = \"replan\" changes nothing here"),
+            "{replan_alone}"
+        );
+        // With retries, or a fault that re-plans, it means something.
+        assert!(parse(&call_with("attempts = 2\nidentity = \"replan\"")).is_ok());
+        let with_fault = format!(
+            "{}\n[[fault]]\nkind = \"replan\"\nnth = 1\ntimes = 1\n",
+            call_with("attempts = 1\nidentity = \"replan\"")
+        );
+        assert!(parse(&with_fault).is_ok());
+
+        let no_subagents = parse(&call_with("subagents = 0")).unwrap_err();
+        assert!(
+            no_subagents
+                .message
+                .contains("subagents must be between 1 and 16, not 0"),
+            "{no_subagents}"
+        );
+        let typo = parse(&call_with("identity = \"replanned\"")).unwrap_err();
+        assert!(
+            typo.message.contains("stable") && typo.message.contains("replan"),
+            "{typo}"
+        );
+
+        let drifted = parse(&call_with("payload = \"drifted\"")).unwrap_err();
+        assert!(
+            drifted
+                .message
+                .contains("add free-text-field = \"note\" to [workload]"),
+            "{drifted}"
+        );
+        let with_free_text = format!(
+            "{}\n[workload]\nfree-text-field = \"note\"\n",
+            call_with("payload = \"drifted\"")
+        );
+        assert!(parse(&with_free_text).is_ok());
+        let drifting_fault = format!(
+            "{MINIMAL}\n[[fault]]\nkind = \"replan\"\nnth = 1\ntimes = 1\npayload = \"drifted\"\n"
+        );
+        assert!(parse(&drifting_fault)
+            .unwrap_err()
+            .message
+            .contains("free-text-field"));
+        let zero = format!("{MINIMAL}\n[[fault]]\nkind = \"replan\"\nnth = 1\ntimes = 0\n");
+        assert!(parse(&zero)
+            .unwrap_err()
+            .message
+            .contains("times must be between 1 and 8, not 0"));
+        let policy = format!("{MINIMAL}\n[workload]\npolicy = \"always\"\n");
+        let message = parse(&policy).unwrap_err().message;
+        assert!(
+            message.contains("coalesce") && message.contains("allow"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -36,6 +36,36 @@ pub fn value_fingerprint(value: &Value) -> String {
     fingerprint(&canonical_json(value))
 }
 
+/// The payload as an intent: what the action *is*, not how the model worded
+/// it. Numbers are compared by value (`4999.0` is `4999`) and the `free_text`
+/// fields (a memo, a note the model may reword) are left out. Two payloads
+/// with the same intent are the same action, retried or re-planned.
+pub fn intent(value: &Value, free_text: &[&str]) -> Value {
+    match value {
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .filter(|(name, _)| !free_text.contains(&name.as_str()))
+                .map(|(name, field)| (name.clone(), intent(field, &[])))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(|item| intent(item, &[])).collect()),
+        Value::Number(number) => match number.as_f64() {
+            Some(float) if number.is_f64() && float.fract() == 0.0 && float.abs() < 9.0e15 => {
+                Value::from(float as i64)
+            }
+            _ => Value::Number(number.clone()),
+        },
+        other => other.clone(),
+    }
+}
+
+/// The fingerprint of a payload's intent (see [`intent`]); equal to its
+/// [`value_fingerprint`] when nothing was normalized away.
+pub fn intent_fingerprint(value: &Value, free_text: &[&str]) -> String {
+    value_fingerprint(&intent(value, free_text))
+}
+
 /// The fingerprint of a JSON payload's canonical form; non-JSON bytes are
 /// fingerprinted as they are.
 pub fn payload_fingerprint(bytes: &[u8]) -> String {
@@ -64,6 +94,31 @@ mod tests {
         assert_eq!(
             value_fingerprint(&serde_json::json!({"b": 1, "a": 2})),
             payload_fingerprint(br#"{"a":2,"b":1}"#)
+        );
+    }
+
+    #[test]
+    fn an_intent_ignores_number_spelling_and_free_text_only() {
+        let approved =
+            serde_json::json!({"invoice": "inv-1", "amount_cents": 4999, "note": "first notice"});
+        let drifted =
+            serde_json::json!({"invoice": "inv-1", "amount_cents": 4999.0, "note": "1st notice"});
+        let moved =
+            serde_json::json!({"invoice": "inv-1", "amount_cents": 5000, "note": "first notice"});
+        assert_ne!(value_fingerprint(&approved), value_fingerprint(&drifted));
+        assert_eq!(
+            intent_fingerprint(&approved, &["note"]),
+            intent_fingerprint(&drifted, &["note"])
+        );
+        assert_ne!(
+            intent_fingerprint(&approved, &["note"]),
+            intent_fingerprint(&moved, &["note"])
+        );
+        // Nothing to normalize: the intent's fingerprint is the payload's.
+        let plain = serde_json::json!({"invoice": "inv-1", "amount_cents": 4999});
+        assert_eq!(
+            intent_fingerprint(&plain, &["note"]),
+            value_fingerprint(&plain)
         );
     }
 

@@ -5,6 +5,7 @@
 //! into the same [`TargetEnv`] the simulator hands a target, with the real
 //! network and the machine's clock, so a target's `serve` runs unchanged.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::io;
 use std::path::PathBuf;
@@ -175,31 +176,49 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// Parses a reference target's only flag, `[--weak NAME]`, which switches on a
-/// deliberately weakened mode (`names` lists the valid ones, `parse` maps one).
-pub fn weak_flag<W>(
+/// A `--name VALUE` flag a reference target binary takes, with its values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flag {
+    pub name: &'static str,
+    pub values: &'static [&'static str],
+}
+
+/// Parses a reference target's flags (`--weak NAME` switches on a
+/// deliberately weakened mode, `--key FROM` chooses where keys come from):
+/// each at most once, each value one of its `values`. Returns the value
+/// given for each flag's name.
+pub fn flags(
     program: &str,
     mut args: impl Iterator<Item = String>,
-    names: &[&str],
-    parse: impl Fn(&str) -> Option<W>,
-) -> Result<Option<W>, String> {
-    let mut weakness = None;
+    known: &[Flag],
+) -> Result<BTreeMap<&'static str, String>, String> {
+    let usage = || {
+        let forms: Vec<String> = known
+            .iter()
+            .map(|flag| format!("[{} {}]", flag.name, flag.values.join("|")))
+            .collect();
+        format!("Usage: {program} {}", forms.join(" "))
+    };
+    let mut given = BTreeMap::new();
     while let Some(arg) = args.next() {
-        if arg != "--weak" {
+        let Some(flag) = known.iter().find(|flag| flag.name == arg) else {
+            return Err(format!("unknown argument '{arg}'. {}", usage()));
+        };
+        let value = args
+            .next()
+            .ok_or_else(|| format!("{} needs a value. {}", flag.name, usage()))?;
+        if !flag.values.contains(&value.as_str()) {
             return Err(format!(
-                "unknown argument '{arg}'. Usage: {program} [--weak {}]",
-                names.join("|")
+                "unknown value '{value}' for {}. Choose from: {}",
+                flag.name,
+                flag.values.join(", ")
             ));
         }
-        let name = args.next().ok_or("--weak needs a name")?;
-        weakness = Some(parse(&name).ok_or_else(|| {
-            format!(
-                "unknown weakness '{name}'. Choose from: {}",
-                names.join(", ")
-            )
-        })?);
+        if given.insert(flag.name, value).is_some() {
+            return Err(format!("{} is given twice. {}", flag.name, usage()));
+        }
     }
-    Ok(weakness)
+    Ok(given)
 }
 
 /// The `main` of a Rust target binary: reads the `CHAOS_*` environment, starts
@@ -239,30 +258,46 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
 
     #[test]
-    fn the_weak_flag_names_the_choices() {
-        let parse = |name: &str| (name == "race").then_some(1);
-        let args = |list: &[&str]| {
-            list.iter()
-                .map(|arg| arg.to_string())
-                .collect::<Vec<_>>()
-                .into_iter()
+    fn flags_name_the_choices() {
+        const KNOWN: [Flag; 2] = [
+            Flag {
+                name: "--weak",
+                values: &["race"],
+            },
+            Flag {
+                name: "--key",
+                values: &["caller", "structure"],
+            },
+        ];
+        let parse = |list: &[&str]| {
+            flags(
+                "t",
+                list.iter()
+                    .map(|arg| arg.to_string())
+                    .collect::<Vec<_>>()
+                    .into_iter(),
+                &KNOWN,
+            )
         };
-        assert_eq!(weak_flag("t", args(&[]), &["race"], parse), Ok(None));
+        assert_eq!(parse(&[]), Ok(BTreeMap::new()));
+        let given = parse(&["--key", "structure", "--weak", "race"]).unwrap();
+        assert_eq!(given.get("--key").map(String::as_str), Some("structure"));
+        assert_eq!(given.get("--weak").map(String::as_str), Some("race"));
         assert_eq!(
-            weak_flag("t", args(&["--weak", "race"]), &["race"], parse),
-            Ok(Some(1))
+            parse(&["--weak", "rcae"]),
+            Err("unknown value 'rcae' for --weak. Choose from: race".into())
         );
         assert_eq!(
-            weak_flag("t", args(&["--weak", "rcae"]), &["race"], parse),
-            Err("unknown weakness 'rcae'. Choose from: race".into())
+            parse(&["--fast"]),
+            Err(
+                "unknown argument '--fast'. Usage: t [--weak race] [--key caller|structure]".into()
+            )
         );
-        assert_eq!(
-            weak_flag("t", args(&["--fast"]), &["race"], parse),
-            Err("unknown argument '--fast'. Usage: t [--weak race]".into())
-        );
+        assert!(parse(&["--key", "caller", "--key", "caller"])
+            .unwrap_err()
+            .contains("given twice"));
     }
 
     fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {

@@ -1,5 +1,7 @@
-//! Target protocol v1: what crosses the wire between agent, target, provider and
-//! authority. `docs/target-protocol.md` is the prose version of this file.
+//! Target protocol v1.1: what crosses the wire between agent, target, provider
+//! and authority. `docs/target-protocol.md` is the prose version of this file.
+//! v1.1 adds the agent run's structure (run, step, tool-use id) to every
+//! attempt; a v1 target ignores it and is driven exactly as before.
 
 use std::fmt;
 
@@ -12,6 +14,15 @@ pub const ATTEMPT_ID: &str = "x-attempt-id";
 /// Trace identity (W3C trace context); never an operation identity.
 pub const TRACEPARENT: &str = "traceparent";
 pub const AUTHORIZATION: &str = "authorization";
+/// The agent run the attempt belongs to: one per conversation the harness plays.
+pub const RUN_ID: &str = "x-run-id";
+/// The planned step of the run: the same on every attempt and every re-plan of
+/// one logical action, different for a genuinely new action.
+pub const STEP_ID: &str = "x-step-id";
+/// The model's id for one tool call: new on every re-plan (the planner decided
+/// again), the same on the transport retries of one tool call. Never an
+/// operation identity: deduplicating on it lets a re-plan through.
+pub const TOOL_USE_ID: &str = "x-tool-use-id";
 /// Set to `true` by a target (or the keyed provider) that answers from a stored result.
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 

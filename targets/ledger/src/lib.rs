@@ -17,12 +17,21 @@
 //!    (lookup by key, or a keyed re-send inside the provider's retention), and
 //!    otherwise keeps saying `unknown` rather than guessing.
 //!
+//! Step 2's key is the caller's Idempotency-Key by default: this layer is
+//! *tool*-idempotent, as good as the key the orchestrator holds. It is
+//! `runtime-ledger` when the key comes from the agent run's structure instead
+//! ([`KeyFrom::Structure`]: run, step, tool and business scope, the payload
+//! bound by its intent), and then it is *agent*-idempotent: a step the
+//! planner decides again, under a new tool-use id and a new key, is still the
+//! same operation. Everything else is the same code.
+//!
 //! Records live in a [`RecordStore`]: the simulator's disk, a directory of
 //! fsynced files (`file-ledger`), PostgreSQL (`postgres-ledger`) or Redis
 //! (`redis-ledger`); the logic above is this file, the same for all four. The
 //! set of attempts in flight is process memory and is lost in a crash, which
 //! is exactly how a stale claim left by a dead worker is recognised.
 
+mod identity;
 mod record;
 pub mod store;
 
@@ -35,11 +44,12 @@ use chaos_kit::canonical;
 use chaos_kit::clock::millis;
 use chaos_kit::http::{self, Abort, Request, Response};
 use chaos_kit::net::Listener;
-use chaos_kit::protocol::{AnswerBody, Outcome, ProviderProfile, IDEMPOTENCY_KEY};
+use chaos_kit::protocol::{AnswerBody, Outcome, ProviderProfile};
 use chaos_kit::target::{self, TargetInfo};
 use chaos_kit::upstream::{self, Dispatch, Lookup};
 use chaos_kit::TargetEnv;
 
+pub use identity::KeyFrom;
 pub use record::{Record, RecordState};
 pub use store::{Claim, DiskStore, RecordStore, Scope, StoreError};
 
@@ -54,6 +64,46 @@ pub fn info() -> TargetInfo {
     }
 }
 
+/// The flags every ledger binary takes: `--weak NAME` (one of `weaknesses`,
+/// read by `parse`) and `--key caller|structure`.
+pub fn flags<W>(
+    program: &str,
+    args: impl Iterator<Item = String>,
+    weaknesses: &'static [&'static str],
+    parse: impl Fn(&str) -> Option<W>,
+) -> Result<(Option<W>, KeyFrom), String> {
+    let given = chaos_kit::process::flags(
+        program,
+        args,
+        &[
+            chaos_kit::process::Flag {
+                name: "--weak",
+                values: weaknesses,
+            },
+            chaos_kit::process::Flag {
+                name: "--key",
+                values: &KeyFrom::NAMES,
+            },
+        ],
+    )?;
+    let weakness = given.get("--weak").and_then(|name| parse(name));
+    let key_from = given
+        .get("--key")
+        .and_then(|name| KeyFrom::parse(name))
+        .unwrap_or(KeyFrom::Caller);
+    Ok((weakness, key_from))
+}
+
+/// The same ledger, agent-idempotent: the key is derived from the run's
+/// structure (`executor_v2`), so a re-planned step is the same operation.
+pub fn runtime_info() -> TargetInfo {
+    TargetInfo {
+        name: "runtime-ledger".into(),
+        summary: "the ledger keyed by (run, step, tool, business scope) and bound by intent (executor_v2): one effect per intent across re-plans".into(),
+        retention: Some(RETENTION),
+    }
+}
+
 /// How a ledger process is set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
@@ -64,6 +114,8 @@ pub struct Options {
     /// of with `conflict`, as many idempotency middlewares do. The agent gets
     /// the old result for arguments that were never approved.
     pub ignore_payload: bool,
+    /// Where an operation's identity comes from.
+    pub key_from: KeyFrom,
 }
 
 impl Options {
@@ -71,6 +123,7 @@ impl Options {
         Options {
             retention,
             ignore_payload: false,
+            key_from: KeyFrom::Caller,
         }
     }
 }
@@ -80,6 +133,7 @@ struct Ledger<S> {
     store: S,
     retention: Duration,
     ignore_payload: bool,
+    key_from: KeyFrom,
     /// What the attempts in this process are doing with each operation now.
     at_work: Mutex<BTreeMap<Scope, Work>>,
 }
@@ -95,6 +149,21 @@ pub async fn serve(
     serve_with(listener, shutdown, env, store, Options::new(RETENTION)).await
 }
 
+/// Serves `runtime-ledger` (keys from the run's structure) on the
+/// environment's disk: the simulator's entry point.
+pub async fn serve_runtime(
+    listener: impl Listener,
+    shutdown: impl std::future::Future<Output = ()>,
+    env: TargetEnv,
+) -> io::Result<()> {
+    let store = DiskStore::new(env.disk.clone());
+    let options = Options {
+        key_from: KeyFrom::Structure,
+        ..Options::new(RETENTION)
+    };
+    serve_with(listener, shutdown, env, store, options).await
+}
+
 /// Serves the ledger over any record store.
 pub async fn serve_with<S: RecordStore>(
     listener: impl Listener,
@@ -108,6 +177,7 @@ pub async fn serve_with<S: RecordStore>(
         store,
         retention: options.retention,
         ignore_payload: options.ignore_payload,
+        key_from: options.key_from,
         at_work: Mutex::new(BTreeMap::new()),
     });
     http::serve(
@@ -133,10 +203,6 @@ impl<S: RecordStore> Ledger<S> {
     }
 
     async fn tool_call(&self, tool: &str, request: &Request) -> AnswerBody {
-        let Some(key) = request.header_value(IDEMPOTENCY_KEY) else {
-            return rejected("an Idempotency-Key header is required");
-        };
-
         // 1. Authorization, every attempt, before anything is read or replayed.
         let Some(token) = upstream::bearer_token(request) else {
             return AnswerBody::outcome(Outcome::Denied);
@@ -149,19 +215,25 @@ impl<S: RecordStore> Ledger<S> {
         };
 
         // 2. Scope and payload binding.
-        let Some(payload) = canonical::canonicalize(&request.body) else {
+        let Ok(arguments) = serde_json::from_slice::<serde_json::Value>(&request.body) else {
             return rejected("arguments are not JSON");
+        };
+        let key = match self.key_from.key(tool, request, &arguments) {
+            Ok(key) => key,
+            Err(why) => return rejected(&why),
         };
         let scope = Scope {
             tenant: grant.tenant.unwrap_or_default(),
             tool: tool.to_owned(),
-            key: key.to_owned(),
+            key,
         };
         let now = self.env.clock.now_ms();
 
         // 3. The atomic claim: the store alone decides which attempt creates the
         // record, whether the others run in this process or in another one.
-        let fresh = Record::pending(&scope.to_string(), &payload, now);
+        let fingerprint = self.key_from.fingerprint(&arguments);
+        let payload = canonical::canonical_json(&arguments);
+        let fresh = Record::pending(&scope.to_string(), &payload, fingerprint, now);
         let mut attempt = self.begin(&scope);
         let claim = match self.forget_if_expired(&scope, now).await {
             Ok(()) => self.store.claim(&scope, &fresh).await,

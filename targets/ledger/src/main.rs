@@ -1,6 +1,6 @@
-//! `file-ledger [--weak ignore-payload]`: the ledger as a real process, its
-//! records in a directory of fsynced files (one per operation), so a SIGKILL
-//! loses only what was in memory.
+//! `file-ledger [--weak ignore-payload] [--key caller|structure]`: the ledger
+//! as a real process, its records in a directory of fsynced files (one per
+//! operation), so a SIGKILL loses only what was in memory.
 //!
 //! Started by chaos (see `target.toml` beside this crate) with the `CHAOS_*`
 //! environment; the state lives in `CHAOS_STATE_DIR`, or `./ledger-state` when
@@ -16,13 +16,13 @@ use target_ledger::DiskStore;
 const WEAKNESSES: [&str; 1] = ["ignore-payload"];
 
 fn main() -> std::process::ExitCode {
-    let ignore_payload = match process::weak_flag(
+    let (ignore_payload, key_from) = match target_ledger::flags(
         "file-ledger",
         std::env::args().skip(1),
         &WEAKNESSES,
         |name| (name == "ignore-payload").then_some(()),
     ) {
-        Ok(weakness) => weakness.is_some(),
+        Ok((weakness, key_from)) => (weakness.is_some(), key_from),
         Err(message) => {
             eprintln!("file-ledger: {message}");
             return std::process::ExitCode::from(2);
@@ -50,6 +50,7 @@ fn main() -> std::process::ExitCode {
             target_ledger::Options {
                 retention,
                 ignore_payload,
+                key_from,
             },
         )
         .await?;

@@ -39,9 +39,16 @@ impl RecordState {
 }
 
 impl Record {
-    pub fn pending(scope: &str, canonical_payload: &str, now_ms: u64) -> Record {
+    /// A fresh claim of `scope` for `canonical_payload`, bound to `fingerprint`
+    /// (of the payload, or of its intent: see `KeyFrom::fingerprint`).
+    pub fn pending(
+        scope: &str,
+        canonical_payload: &str,
+        fingerprint: String,
+        now_ms: u64,
+    ) -> Record {
         Record {
-            fingerprint: canonical::fingerprint(canonical_payload),
+            fingerprint,
             payload: canonical_payload.to_owned(),
             downstream_key: format!("ledger-{}", canonical::fingerprint(scope)),
             created_at_ms: now_ms,
@@ -64,16 +71,16 @@ mod tests {
 
     #[test]
     fn the_downstream_key_depends_on_the_scope_only() {
-        let first = Record::pending("t/send/k1", r#"{"a":1}"#, 0);
-        let retry = Record::pending("t/send/k1", r#"{"a":2}"#, 99);
-        let other = Record::pending("t/send/k2", r#"{"a":1}"#, 0);
+        let first = Record::pending("t/send/k1", r#"{"a":1}"#, "f1".into(), 0);
+        let retry = Record::pending("t/send/k1", r#"{"a":2}"#, "f2".into(), 99);
+        let other = Record::pending("t/send/k2", r#"{"a":1}"#, "f1".into(), 0);
         assert_eq!(first.downstream_key, retry.downstream_key);
         assert_ne!(first.downstream_key, other.downstream_key);
     }
 
     #[test]
     fn records_survive_encoding() {
-        let mut record = Record::pending("t/send/k1", r#"{"a":1}"#, 5);
+        let mut record = Record::pending("t/send/k1", r#"{"a":1}"#, "f1".into(), 5);
         record.state = RecordState::Succeeded {
             receipt: "r-1".into(),
         };

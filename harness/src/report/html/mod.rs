@@ -108,6 +108,9 @@ struct OperationView {
 #[derive(Debug, Serialize)]
 struct AttemptView {
     attempt_id: String,
+    tool_use_id: String,
+    decision: u32,
+    key: String,
     sent_at: u64,
     ended_at: u64,
     variant: String,
@@ -182,10 +185,7 @@ fn page(summary: &Summary) -> Page {
                         .map(|cell| MatrixCell {
                             class: status_class(cell.verdict),
                             verdict: verdict_label(cell),
-                            effects: format!(
-                                "effects {}/{}",
-                                cell.effects_observed_max, cell.effects_expected
-                            ),
+                            effects: cell.effects_text(),
                             seeds: format!(
                                 "{}/{} seeds",
                                 cell.seeds_failed + cell.seeds_unknown,
@@ -219,11 +219,10 @@ fn page(summary: &Summary) -> Page {
             reason: cell.reason.clone().unwrap_or_default(),
             rerun: cell.rerun.clone().unwrap_or_default(),
             counts: format!(
-                "{} of {} seeds did not pass; effects {}/{} (most observed / allowed)",
+                "{} of {} seeds did not pass; {} (most observed / allowed)",
                 cell.seeds_failed + cell.seeds_unknown,
                 cell.seeds_run,
-                cell.effects_observed_max,
-                cell.effects_expected
+                cell.effects_text()
             ),
             seeds: cell
                 .failures
@@ -329,10 +328,13 @@ fn attempt_view(attempt: &AttemptRecord) -> AttemptView {
                 .map(|receipt| format!(" ({receipt})"))
                 .unwrap_or_default()
         ),
-        AttemptEnd::Failed { .. } => "–".into(),
+        AttemptEnd::Failed { .. } | AttemptEnd::Abandoned => "–".into(),
     };
     AttemptView {
         attempt_id: attempt.attempt_id.clone(),
+        tool_use_id: attempt.tool_use_id.clone(),
+        decision: attempt.decision,
+        key: attempt.key.clone(),
         sent_at: attempt.sent_at,
         ended_at: attempt.ended_at,
         variant: serde_json::to_value(attempt.payload_variant)

@@ -177,8 +177,16 @@ pub fn layout(failure: &SeedFailure) -> Timeline {
         let x0 = x(attempt.sent_at);
         let w = (x(attempt.ended_at) - x0).max(3.0);
         let row_y = agent.y + LANE_PAD + (attempt.worker.max(1) - 1) as f64 * ROW;
-        // Numbered as in the findings: call.worker.attempt.
-        let short = format!("{}.{}.{}", attempt.call, attempt.worker, attempt.attempt);
+        // Numbered as in the findings: call.worker.attempt, and the
+        // decision when the step was decided again (`d2`: its second tool call).
+        let short = if attempt.decision > 1 {
+            format!(
+                "{}.{}.{} d{}",
+                attempt.call, attempt.worker, attempt.attempt, attempt.decision
+            )
+        } else {
+            format!("{}.{}.{}", attempt.call, attempt.worker, attempt.attempt)
+        };
         let long = format!("{short} {}", attempt.saw);
         let label = if (long.len() as f64) * CHAR + 6.0 <= w {
             Some(long)
@@ -532,6 +540,7 @@ fn end_class(end: &AttemptEnd) -> String {
         AttemptEnd::Answered(answer) => format!("outcome-{}", answer.outcome),
         AttemptEnd::Lost { .. } => "lost".into(),
         AttemptEnd::Failed { .. } => "failed".into(),
+        AttemptEnd::Abandoned => "abandoned".into(),
     }
 }
 
@@ -552,14 +561,18 @@ fn attempt_title(attempt: &AttemptRecord) -> String {
             dropped.outcome
         ),
         AttemptEnd::Failed { failure } => format!("no answer: {failure}"),
+        AttemptEnd::Abandoned => "abandoned: the agent crashed while it waited".into(),
     };
     format!(
-        "{} (call {}, worker {}, attempt {}, {} payload): sent at {} ms, ended at {} ms; {what}",
+        "{} (call {}, worker {}, attempt {}, tool call {} (decision {}), key {}, {} payload): sent at {} ms, ended at {} ms; {what}",
         attempt.attempt_id,
         attempt.call,
         attempt.worker,
         attempt.attempt,
-        variant_name(attempt.payload_variant),
+        attempt.tool_use_id,
+        attempt.decision,
+        attempt.key,
+        attempt.payload_variant.as_str(),
         attempt.sent_at,
         attempt.ended_at
     )
@@ -576,14 +589,6 @@ fn fault_title(fault: &FaultRecord) -> String {
             .map(|kind| format!(" ({kind})"))
             .unwrap_or_default()
     )
-}
-
-fn variant_name(variant: crate::scenario::PayloadVariant) -> &'static str {
-    match variant {
-        crate::scenario::PayloadVariant::Original => "original",
-        crate::scenario::PayloadVariant::Changed => "changed",
-        crate::scenario::PayloadVariant::Equivalent => "equivalent",
-    }
 }
 
 /// A round step (1, 2, 5, 10, 20, 50, ... ms) giving at most ten ticks.
