@@ -188,6 +188,17 @@ pub struct AuthDecision {
 pub struct Ledger {
     pub dispatches: Vec<Dispatch>,
     pub effects: Vec<Effect>,
+    /// Every `GET /effects?key=` the target asked, in order.
+    pub lookups: Vec<LookupRecord>,
+}
+
+/// A lookup the target made at the provider, and what it was told.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LookupRecord {
+    pub at: Ms,
+    pub key: String,
+    /// The receipt found, or `None` for a `404` (or a provider with no lookup).
+    pub found: Option<String>,
 }
 
 /// A request that reached the provider's `POST /effects/{tool}`.
@@ -225,10 +236,57 @@ pub enum Disposition {
     Replayed { receipt: String },
     /// A keyed provider refused a key reused with another body (422).
     KeyConflict,
+    /// The provider refused the payload definitively (`402 card_declined`);
+    /// `replayed` when a keyed provider answered a retry from its store.
+    Declined { replayed: bool },
+    /// The provider failed with `status` and did nothing; `replayed` when a
+    /// provider that saves errors answered a retry with the saved one.
+    Failed { status: u16, replayed: bool },
     /// A fault kept the provider from acting on it.
     Dropped,
     /// The body was not JSON.
     Malformed,
+}
+
+impl Disposition {
+    /// One word for it, as the HTML timeline styles it.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Disposition::Committed { .. } => "committed",
+            Disposition::Replayed { .. } => "replayed",
+            Disposition::KeyConflict => "key-conflict",
+            Disposition::Declined { .. } => "declined",
+            Disposition::Failed { .. } => "failed",
+            Disposition::Dropped => "dropped",
+            Disposition::Malformed => "malformed",
+        }
+    }
+
+    /// What the provider did with the dispatch, in words.
+    pub fn describe(&self) -> String {
+        let replay = |replayed: bool| {
+            if replayed {
+                " (replayed from its store)"
+            } else {
+                ""
+            }
+        };
+        match self {
+            Disposition::Committed { receipt } => format!("committed {receipt}"),
+            Disposition::Replayed { receipt } => {
+                format!("answered from its idempotency store ({receipt})")
+            }
+            Disposition::KeyConflict => "refused: key reused with another body".into(),
+            Disposition::Declined { replayed } => {
+                format!("declined for good (402 card_declined){}", replay(*replayed))
+            }
+            Disposition::Failed { status, replayed } => {
+                format!("failed with {status}, nothing done{}", replay(*replayed))
+            }
+            Disposition::Dropped => "never acted on (a fault dropped it)".into(),
+            Disposition::Malformed => "refused: the body was not JSON".into(),
+        }
+    }
 }
 
 /// A side effect that really happened downstream.

@@ -63,6 +63,9 @@ pub use runner::{judge, run};
 pub use scenario::Scenario;
 pub use sim::{ServeFn, SimTarget};
 pub use sweep::{rerun_command, Partition, Payloads, Seeds, Sweep, Transport};
-pub use target::{find, reference_targets, resolve, ResolveError, Target, UnknownTarget};
+pub use target::{
+    find, reference_targets, resolve, sim_targets, variant_targets, ResolveError, Target,
+    UnknownTarget,
+};
 pub use target_file::TargetFile;
 pub use trial::Judged;

@@ -9,11 +9,10 @@ use bytes::Bytes;
 use chaos_kit::canonical::{intent_fingerprint, payload_fingerprint};
 use chaos_kit::protocol::Outcome;
 
-use crate::scenario::{Identity, PayloadVariant, Scenario, Workload};
+use crate::scenario::{Identity, PayloadVariant, Scenario, Workload, DEFAULT_TENANT};
 
 /// Who the agent acts as. The target learns tenant and actor from the
 /// authority, never from these constants or the arguments.
-pub(crate) const TENANT: &str = "north";
 pub(crate) const ACTOR: &str = "agent-7";
 /// Tools granted to the agent's token besides the scenario's own.
 pub(crate) const BASE_SCOPE: &str = "read_invoice";
@@ -82,6 +81,10 @@ impl Timing {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Operation {
     pub name: String,
+    /// The caller's tenant, as the authority tells the target.
+    pub tenant: String,
+    /// The caller's bearer token: one per tenant.
+    pub token: String,
     /// The Idempotency-Key the agent sends when the orchestrator holds it.
     pub key: String,
     /// The planned step of the run it is (`X-Step-Id`): the same on every
@@ -132,7 +135,8 @@ pub struct Trial<'a> {
     pub run_id: String,
     pub operations: Vec<Operation>,
     pub calls: Vec<PlannedCall>,
-    pub token: String,
+    /// Each tenant's caller token, in order of first use.
+    pub tokens: Vec<(String, String)>,
     /// What makes this trial's identities fresh (live), appended to each.
     suffix: String,
 }
@@ -154,31 +158,48 @@ impl<'a> Trial<'a> {
     ) -> Trial<'a> {
         let suffix = namespace.map_or_else(String::new, |namespace| format!("-{namespace}"));
         let workload = &scenario.workload;
+        let token_of = |tenant: &str| {
+            if tenant == DEFAULT_TENANT {
+                format!("tok-{seed:x}{suffix}")
+            } else {
+                format!("tok-{tenant}-{seed:x}{suffix}")
+            }
+        };
         let operations: Vec<Operation> = scenario
-            .operations()
-            .into_iter()
-            .map(|name| {
-                let subject = format!("inv-{name}-{seed:x}{suffix}");
+            .operations
+            .iter()
+            .map(|setup| {
+                let name = setup.name.as_str();
+                let subject = format!("inv-{}-{seed:x}{suffix}", setup.subject);
                 let first_variant = scenario
                     .calls
                     .iter()
                     .find(|call| call.operation == name)
                     .map(|call| call.payload)
                     .unwrap_or(PayloadVariant::Original);
+                let of = |variant| Payload::of(workload, &setup.subject, &subject, variant);
                 let drifted = workload
                     .free_text_field
                     .is_some()
-                    .then(|| Payload::of(workload, name, &subject, PayloadVariant::Drifted));
+                    .then(|| of(PayloadVariant::Drifted));
                 Operation {
                     name: name.to_owned(),
-                    key: format!("op-{name}-{seed:x}{suffix}"),
+                    tenant: setup.tenant.clone(),
+                    token: token_of(&setup.tenant),
+                    key: format!("op-{}-{seed:x}{suffix}", setup.key),
                     step_id: format!("step-{name}"),
-                    approved: Payload::of(workload, name, &subject, first_variant),
+                    approved: of(first_variant),
                     drifted,
                     subject,
                 }
             })
             .collect();
+        let mut tokens: Vec<(String, String)> = Vec::new();
+        for operation in &operations {
+            if !tokens.iter().any(|(tenant, _)| *tenant == operation.tenant) {
+                tokens.push((operation.tenant.clone(), operation.token.clone()));
+            }
+        }
 
         let calls = scenario
             .calls
@@ -195,7 +216,7 @@ impl<'a> Trial<'a> {
                     variant: call.payload,
                     payload: Payload::of(
                         workload,
-                        &call.operation,
+                        &scenario.setup(&call.operation).subject,
                         &operations[operation].subject,
                         call.payload,
                     ),
@@ -215,7 +236,7 @@ impl<'a> Trial<'a> {
             run_id: format!("run-{seed:x}{suffix}"),
             operations,
             calls,
-            token: format!("tok-{seed:x}{suffix}"),
+            tokens,
             suffix,
         }
     }
@@ -256,14 +277,15 @@ pub(crate) fn own_key(tool_use_id: &str) -> String {
 }
 
 impl Payload {
-    /// The arguments of `operation` in `variant`, with their fingerprints.
+    /// The arguments of the operation on subject `label` in `variant`, with
+    /// their fingerprints.
     pub(crate) fn of(
         workload: &Workload,
-        operation: &str,
+        label: &str,
         subject: &str,
         variant: PayloadVariant,
     ) -> Payload {
-        let bytes = payload(workload, operation, subject, variant);
+        let bytes = payload(workload, label, subject, variant);
         let value: serde_json::Value =
             serde_json::from_slice(&bytes).expect("the harness writes JSON");
         let free_text: Vec<&str> = workload.free_text_field.as_deref().into_iter().collect();
@@ -275,22 +297,29 @@ impl Payload {
     }
 }
 
-/// The JSON arguments of an operation. `Equivalent` is the original with keys
-/// in another order and other whitespace: byte-different, meaning-equal.
+/// The JSON arguments of an operation on the subject labelled `label`
+/// (operations that share a subject share their arguments: two reminders for
+/// one invoice read the same). `Equivalent` is the original with keys in
+/// another order and other whitespace: byte-different, meaning-equal.
 /// `Drifted` is the same intent re-worded, as a re-planning model writes it.
 pub(crate) fn payload(
     workload: &Workload,
-    operation: &str,
+    label: &str,
     subject: &str,
     variant: PayloadVariant,
 ) -> Bytes {
     let subject_json = serde_json::to_string(subject).expect("strings serialise");
     let field = serde_json::to_string(&workload.subject_field).expect("strings serialise");
     let recipient = match variant {
-        PayloadVariant::Changed => format!("\"collections@{operation}.example\""),
-        _ => format!("\"billing@{operation}.example\""),
+        PayloadVariant::Changed => format!("\"collections@{label}.example\""),
+        _ => format!("\"billing@{label}.example\""),
     };
-    let message = format!("\"Invoice {} is overdue.\"", subject);
+    let message = match variant {
+        PayloadVariant::ChangedBody => format!(
+            "\"Invoice {subject} is overdue. Final notice: it goes to collection in 3 days.\""
+        ),
+        _ => format!("\"Invoice {subject} is overdue.\""),
+    };
     let amount = match variant {
         PayloadVariant::Drifted => "4999.0",
         _ => "4999",
@@ -309,7 +338,10 @@ pub(crate) fn payload(
         None => String::new(),
     };
     let text = match variant {
-        PayloadVariant::Original | PayloadVariant::Changed | PayloadVariant::Drifted => format!(
+        PayloadVariant::Original
+        | PayloadVariant::Changed
+        | PayloadVariant::ChangedBody
+        | PayloadVariant::Drifted => format!(
             "{{{field}:{subject_json},\"recipient\":{recipient},\"amount_cents\":{amount},\"message\":{message}{free_text}}}"
         ),
         PayloadVariant::Equivalent => format!(
@@ -389,7 +421,7 @@ mod tests {
         assert_eq!(plain.operations[0].key, "op-a-7");
         assert_eq!(fresh.operations[0].key, "op-a-7-x1");
         assert_eq!(fresh.operations[0].subject, "inv-a-7-x1");
-        assert_eq!(fresh.token, "tok-7-x1");
+        assert_eq!(fresh.tokens[0].1, "tok-7-x1");
         assert_eq!(plain.seed, fresh.seed);
     }
 

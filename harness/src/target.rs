@@ -45,9 +45,43 @@ pub fn reference_targets() -> Vec<SimTarget> {
     ]
 }
 
-/// Finds a reference target by name.
+/// The ledger's variants in the simulator: each correct under another
+/// declared policy, or weakened on purpose where one design choice is wrong.
+/// A run names them (`--target subject-key`); a run that names none runs
+/// only the reference targets.
+pub fn variant_targets() -> Vec<SimTarget> {
+    macro_rules! ledger_variants {
+        ($($info:ident => $serve:ident),+ $(,)?) => {
+            vec![$(SimTarget {
+                info: target_ledger::$info(),
+                serve: |listener, shutdown, env| {
+                    Box::pin(target_ledger::$serve(listener, shutdown, env))
+                },
+            }),+]
+        };
+    }
+    ledger_variants![
+        refusing_info => serve_refusing,
+        reconciling_info => serve_reconciling,
+        subject_key_info => serve_subject_key,
+        trace_key_info => serve_trace_key,
+        tenantless_info => serve_tenantless,
+        expiry_race_info => serve_expiry_race,
+        trusts_missing_info => serve_trusts_missing,
+        reset_is_failure_info => serve_reset_is_failure,
+    ]
+}
+
+/// Every target the simulator runs: the reference targets, then the variants.
+pub fn sim_targets() -> Vec<SimTarget> {
+    let mut targets = reference_targets();
+    targets.extend(variant_targets());
+    targets
+}
+
+/// Finds a simulated target by name.
 pub fn find(name: &str) -> Result<SimTarget, UnknownTarget> {
-    let targets = reference_targets();
+    let targets = sim_targets();
     targets
         .iter()
         .find(|target| target.info.name == name)
@@ -133,7 +167,7 @@ pub fn resolve(arg: &str, targets_dir: &Path) -> Result<Target, ResolveError> {
             arg: arg.to_owned(),
         });
     }
-    let mut choices: Vec<String> = reference_targets()
+    let mut choices: Vec<String> = sim_targets()
         .into_iter()
         .map(|target| target.info.name)
         .collect();
@@ -183,7 +217,7 @@ mod tests {
         let error = find("ledgr").unwrap_err();
         assert_eq!(
             error.to_string(),
-            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger"
+            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure"
         );
     }
 }

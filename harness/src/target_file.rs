@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chaos_kit::protocol::Outcome;
-use chaos_kit::target::TargetInfo;
+use chaos_kit::target::{AfterRetention, TargetInfo};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -66,15 +66,6 @@ pub(crate) struct Retention {
     pub shorten: bool,
 }
 
-/// A target's policy for a retry that comes after its retention.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub(crate) enum AfterRetention {
-    /// The retry may be treated as a new operation (one more effect), the only
-    /// post-retention policy target protocol v1 knows.
-    NewOperation,
-}
-
 impl TargetFile {
     /// Reads, parses and validates the target file at `path`.
     pub fn load(path: &Path) -> Result<TargetFile, TargetFileError> {
@@ -93,6 +84,9 @@ impl TargetFile {
             name: self.name.clone(),
             summary: self.summary.clone(),
             retention,
+            after_retention: self
+                .retention
+                .map_or(AfterRetention::NewOperation, |retention| retention.after),
         }
     }
 

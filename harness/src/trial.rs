@@ -39,7 +39,8 @@ pub(crate) enum Run {
     /// `target` is what the checkers know of the target for this run: its
     /// retention in force (live runs shorten it).
     Ran {
-        output: RunOutput,
+        /// Boxed: a run's record is large beside the other variants.
+        output: Box<RunOutput>,
         target: TargetInfo,
     },
     /// The trial could not run at all (the target never got ready, the
@@ -105,7 +106,7 @@ pub(crate) fn judge<'a>(
                     Verdict::unknown(format!("the checker failed: {}", panic_message(&panic)))
                 });
             let verdict = cut_short(verdict, output.error.is_some());
-            judged(trial, verdict, Some((output, target)), false)
+            judged(trial, verdict, Some((*output, target)), false)
         }
     })
 }

@@ -1,68 +1,157 @@
 //! No disclosure: an idempotency key is not a credential. A caller whose
-//! permission was revoked gets no receipt and no result, and neither does an
-//! answer that refuses (`denied`, `conflict`).
+//! permission was revoked gets no receipt and no result, whatever the answer
+//! says (`pending` and `unknown` and `rejected` included), and neither does an
+//! answer that refuses (`denied`, `conflict`) nor a caller of another tenant.
+//! Revocation also bounds what happens downstream: nothing is dispatched for
+//! an attempt sent after it.
 
 use chaos_kit::protocol::Outcome;
 
-use super::view::{describe, RunView};
+use super::view::{describe, AnswerView, OperationView, RunView};
 use super::{Anchor, Check, Findings};
 
 pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
     for operation in &run.operations {
-        let name = operation.name;
         for answer in &operation.answers {
-            let said = answer.said;
-            let who = describe(answer.attempt);
-            let anchor = Anchor::Attempt {
-                operation: operation.index,
-                position: answer.position,
-                slot: 1,
-            };
-            let sent_after_revocation = run
-                .revoked_at
-                .is_some_and(|at| answer.attempt.sent_at >= at);
-            if sent_after_revocation && said.outcome.claims_effect() {
-                let what = match (said.receipt.is_some(), said.disclosed_result) {
-                    (true, true) => "with the receipt and result",
-                    (true, false) => "with the receipt",
-                    (false, true) => "with the result",
-                    (false, false) => "",
-                };
-                findings.fail(
-                    anchor,
-                    Check::Disclosure,
-                    Some(name),
-                    format!(
-                        "operation '{name}': attempt {who}, sent after the caller's permission was revoked at {} ms, was answered {} {what} instead of denied",
-                        run.revoked_at.unwrap_or_default(),
-                        said.outcome
-                    ),
-                );
-            } else if matches!(said.outcome, Outcome::Denied | Outcome::Conflict)
-                && (said.receipt.is_some() || said.disclosed_result)
-            {
-                let what = match (said.receipt.is_some(), said.disclosed_result) {
-                    (true, true) => "a receipt and a result",
-                    (true, false) => "a receipt",
-                    _ => "a result",
-                };
-                findings.fail(
-                    anchor,
-                    Check::Disclosure,
-                    Some(name),
-                    format!(
-                        "operation '{name}': attempt {who} answered {} but disclosed {what}",
-                        said.outcome
-                    ),
-                );
-            }
+            answer_discloses(run, operation, answer, findings);
         }
+        dispatched_after_revocation(run, operation, findings);
+    }
+}
+
+fn answer_discloses(
+    run: &RunView<'_>,
+    operation: &OperationView<'_>,
+    answer: &AnswerView<'_>,
+    findings: &mut Findings,
+) {
+    let name = operation.name;
+    let said = answer.said;
+    let who = describe(answer.attempt);
+    let anchor = Anchor::Attempt {
+        operation: operation.index,
+        position: answer.position,
+        slot: 1,
+    };
+    let carries = said.receipt.is_some() || said.disclosed_result;
+    let what = match (said.receipt.is_some(), said.disclosed_result) {
+        (true, true) => "with the receipt and result",
+        (true, false) => "with the receipt",
+        (false, true) => "with the result",
+        (false, false) => "",
+    };
+    let sent_after_revocation = run
+        .revoked_at
+        .is_some_and(|at| answer.attempt.sent_at >= at);
+    // Saying the effect exists is itself a disclosure; so is carrying its
+    // receipt or result in any answer at all.
+    if matches!(said.outcome, Outcome::Denied | Outcome::Conflict) && carries {
+        let what = match (said.receipt.is_some(), said.disclosed_result) {
+            (true, true) => "a receipt and a result",
+            (true, false) => "a receipt",
+            _ => "a result",
+        };
+        findings.fail(
+            anchor,
+            Check::Disclosure,
+            Some(name),
+            format!(
+                "operation '{name}': attempt {who} answered {} but disclosed {what}",
+                said.outcome
+            ),
+        );
+    } else if sent_after_revocation && (said.outcome.claims_effect() || carries) {
+        let instead = if said.outcome.claims_effect() {
+            " instead of denied"
+        } else {
+            ""
+        };
+        findings.fail(
+            anchor,
+            Check::Disclosure,
+            Some(name),
+            format!(
+                "operation '{name}': attempt {who}, sent after the caller's permission was revoked at {} ms, was answered {} {what}{instead}",
+                run.revoked_at.unwrap_or_default(),
+                said.outcome
+            ),
+        );
+    } else if let Some(owner) = said
+        .receipt
+        .as_deref()
+        .and_then(|receipt| owner_of_receipt(run, receipt))
+        .filter(|owner| owner.tenant != operation.tenant)
+    {
+        findings.fail(
+            anchor,
+            Check::Disclosure,
+            Some(name),
+            format!(
+                "operation '{name}' of tenant '{}': attempt {who} was answered {} with receipt {} of operation '{}' of tenant '{}': one tenant saw another's effect (a record scoped without the tenant)",
+                operation.tenant,
+                said.outcome,
+                said.receipt.as_deref().unwrap_or_default(),
+                owner.name,
+                owner.tenant
+            ),
+        );
+    }
+}
+
+/// The operation whose effect carries `receipt`.
+fn owner_of_receipt<'a>(run: &'a RunView<'_>, receipt: &str) -> Option<&'a OperationView<'a>> {
+    run.operations.iter().find(|operation| {
+        operation
+            .effects
+            .iter()
+            .any(|effect| effect.receipt == receipt)
+    })
+}
+
+/// `dispatched-after-revocation`: every attempt in flight when the dispatch
+/// reached the provider was sent after the revocation took effect, so every
+/// authorization check behind it came after too, and none could pass.
+/// (A dispatch of an attempt authorized before the revocation is a race
+/// the revocation lost, not a bypass.)
+fn dispatched_after_revocation(
+    run: &RunView<'_>,
+    operation: &OperationView<'_>,
+    findings: &mut Findings,
+) {
+    let Some(revoked_at) = run.revoked_at else {
+        return;
+    };
+    let name = operation.name;
+    for dispatch in &operation.dispatches {
+        let in_flight: Vec<_> = operation
+            .attempts
+            .iter()
+            .filter(|attempt| attempt.spans(dispatch.at))
+            .collect();
+        if in_flight.is_empty() || in_flight.iter().any(|attempt| attempt.sent_at < revoked_at) {
+            continue;
+        }
+        findings.fail(
+            Anchor::Operation {
+                index: operation.index,
+                slot: 4,
+            },
+            Check::DispatchedAfterRevocation,
+            Some(name),
+            format!(
+                "operation '{name}': dispatch {} reached the provider at {} ms for attempt {}, sent after the caller's permission was revoked at {revoked_at} ms: authorization was bypassed",
+                dispatch.number,
+                dispatch.at,
+                describe(in_flight[0])
+            ),
+        );
+        return;
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{Case, Found, CHANGED, REVOKED};
+    use super::super::tests::{Case, Found, CHANGED, REVOKED, TENANTS};
     use crate::check::Check;
     use chaos_kit::protocol::Outcome;
 
@@ -108,5 +197,75 @@ mod tests {
             .answer_with_receipt(2, 6, 8, Outcome::Conflict, "rcpt-1")
             .judge();
         assert!(conflict.has(Check::Disclosure));
+    }
+
+    /// Issue 11: "no receipt or result in any answer after the caller was
+    /// revoked" held only for applied and replayed; a 409 carrying the
+    /// stored body is a disclosure too.
+    #[test]
+    fn any_answer_after_revocation_that_carries_the_receipt_discloses_it() {
+        for outcome in [Outcome::Pending, Outcome::Unknown, Outcome::Rejected] {
+            let verdict = revoked_after_the_first_call()
+                .answer_with_receipt(2, 7, 9, outcome, "rcpt-1")
+                .judge();
+            let message = &verdict.finding(Check::Disclosure).message;
+            assert!(
+                message.contains(&format!("was answered {outcome} with the receipt")),
+                "{message}"
+            );
+        }
+        let bare = revoked_after_the_first_call()
+            .bare_answer(2, 7, 9, Outcome::Pending)
+            .judge();
+        assert!(!bare.has(Check::Disclosure), "{:?}", bare.findings);
+    }
+
+    #[test]
+    fn a_dispatch_for_an_attempt_sent_after_revocation_is_caught_whatever_it_said() {
+        let verdict = revoked_after_the_first_call()
+            .commit(2, 8)
+            .bare_answer(2, 7, 9, Outcome::Unknown)
+            .judge();
+        let message = &verdict.finding(Check::DispatchedAfterRevocation).message;
+        assert!(
+            message.contains("dispatch 2 reached the provider at 8 ms for attempt att-0-2-1-1"),
+            "{message}"
+        );
+        // An attempt authorized before the revocation lost a race, nothing more.
+        let raced = Case::new(REVOKED)
+            .commit(1, 3)
+            .answer(1, 1, 5, Outcome::Applied)
+            .commit(2, 8)
+            .revoked(7)
+            .answer(2, 6, 9, Outcome::Applied)
+            .judge();
+        assert!(
+            !raced.has(Check::DispatchedAfterRevocation),
+            "{:?}",
+            raced.findings
+        );
+    }
+
+    #[test]
+    fn another_tenants_receipt_is_a_disclosure() {
+        let leaked = Case::new(TENANTS)
+            .commit(1, 3)
+            .answer(1, 1, 5, Outcome::Applied)
+            .answer_with_receipt(2, 6, 8, Outcome::Replayed, "rcpt-1")
+            .judge();
+        let message = &leaked.finding(Check::Disclosure).message;
+        assert!(
+            message.contains("operation 'south' of tenant 'south'")
+                && message.contains("receipt rcpt-1 of operation 'north' of tenant 'north'"),
+            "{message}"
+        );
+        assert!(leaked.has(Check::MissingEffect));
+        let apart = Case::new(TENANTS)
+            .commit(1, 3)
+            .answer(1, 1, 5, Outcome::Applied)
+            .commit(2, 7)
+            .answer(2, 6, 8, Outcome::Applied)
+            .judge();
+        assert!(apart.findings.is_empty(), "{:?}", apart.findings);
     }
 }

@@ -138,7 +138,9 @@ fn range(min: u32, max: u32) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{Case, Found, ONE_CALL, RE_PLAN, RE_PLAN_ALLOWED, TWO_CALLS};
+    use super::super::tests::{
+        Case, Found, ONE_CALL, RE_PLAN, RE_PLAN_ALLOWED, SHARED_SUBJECT, TWO_CALLS,
+    };
     use crate::check::Check;
     use chaos_kit::protocol::Outcome;
 
@@ -230,6 +232,29 @@ mod tests {
             message.starts_with("operation 'note': 1 effect"),
             "{message}"
         );
+    }
+
+    /// Issue 11's false duplicates: "an invoice may legitimately receive
+    /// several reminders". Effects on a shared subject are told apart by the
+    /// operation whose attempt was open when they were dispatched.
+    #[test]
+    fn two_operations_on_one_subject_are_each_owed_an_effect() {
+        let both = Case::new(SHARED_SUBJECT)
+            .commit(1, 3)
+            .answer(1, 1, 5, Outcome::Applied)
+            .commit(2, 8)
+            .answer(2, 6, 10, Outcome::Applied)
+            .judge();
+        assert!(both.findings.is_empty(), "{:?}", both.findings);
+        assert_eq!(both.operations[0].effects, 1);
+        assert_eq!(both.operations[1].effects, 1);
+        let merged = Case::new(SHARED_SUBJECT)
+            .commit(1, 3)
+            .answer(1, 1, 5, Outcome::Applied)
+            .answer_with_receipt(2, 6, 10, Outcome::Replayed, "rcpt-1")
+            .judge();
+        let message = &merged.finding(Check::MissingEffect).message;
+        assert!(message.starts_with("operation 'second'"), "{message}");
     }
 
     #[test]

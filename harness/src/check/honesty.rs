@@ -13,7 +13,7 @@ use crate::scenario::Policy;
 pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
     for operation in &run.operations {
         for answer in &operation.answers {
-            outcome(run, operation, answer, findings);
+            outcome(operation, answer, findings);
             receipt(operation, answer, findings);
             reference(run, operation, answer, findings);
         }
@@ -22,12 +22,7 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
 
 /// Whether the outcome is true to the ledger. A claimed effect for a changed
 /// payload is the payload checker's (`replay-for-changed-payload`).
-fn outcome(
-    run: &RunView<'_>,
-    operation: &OperationView<'_>,
-    answer: &AnswerView<'_>,
-    findings: &mut Findings,
-) {
+fn outcome(operation: &OperationView<'_>, answer: &AnswerView<'_>, findings: &mut Findings) {
     let name = operation.name;
     let who = describe(answer.attempt);
     let said = answer.said.outcome;
@@ -51,15 +46,41 @@ fn outcome(
                     .iter()
                     .any(|effect| answer.attempt.spans(effect.at)) =>
         {
-            let first = answer.effects_by_answer[0];
-            fail(
-                Check::StaleApplied,
-                format!(
-                    "operation '{name}': attempt {who} answered applied, but the effect ({}) was committed at {} ms, before the attempt was sent at {} ms: a replay reported as a new effect",
-                    first.receipt, first.at, answer.attempt.sent_at
+            // The target did replay (it handed back the stored receipt), and
+            // only failed to say so: name that, not a harness riddle.
+            let replayed = answer.said.receipt.as_deref().and_then(|receipt| {
+                answer
+                    .effects_by_answer
+                    .iter()
+                    .find(|effect| effect.receipt == receipt)
+            });
+            match replayed {
+                Some(effect) => fail(
+                    Check::UnmarkedReplay,
+                    format!(
+                        "operation '{name}': attempt {who} was answered {} with the stored receipt {} of the effect committed at {} ms, before it was sent at {} ms, but not marked as a replay (no `Idempotent-Replayed: true`, no outcome \"replayed\" in the body): the agent reads an old effect as a new one",
+                        answer.said.status, effect.receipt, effect.at, answer.attempt.sent_at
+                    ),
                 ),
-            );
+                None => {
+                    let first = answer.effects_by_answer[0];
+                    fail(
+                        Check::StaleApplied,
+                        format!(
+                            "operation '{name}': attempt {who} answered applied, but the effect ({}) was committed at {} ms, before the attempt was sent at {} ms: a replay reported as a new effect",
+                            first.receipt, first.at, answer.attempt.sent_at
+                        ),
+                    );
+                }
+            }
         }
+        Outcome::Failed if !answer.effects_of_epoch.is_empty() => fail(
+            Check::FailedWithEffect,
+            format!(
+                "operation '{name}': attempt {who} answered failed (not done, safe to retry), but the provider committed its effect ({}) at {} ms: a retry now does it twice",
+                answer.effects_of_epoch[0].receipt, answer.effects_of_epoch[0].at
+            ),
+        ),
         Outcome::Rejected if !answer.effects_of_epoch.is_empty() => fail(
             Check::RejectedWithEffect,
             format!(
@@ -76,9 +97,10 @@ fn outcome(
                     || other.ended_at < attempt.sent_at
                     || other.sent_at > attempt.ended_at
             });
-            let dispatched = run.run.ledger.dispatches.iter().find(|dispatch| {
-                dispatch.subject.as_deref() == Some(operation.subject) && attempt.spans(dispatch.at)
-            });
+            let dispatched = operation
+                .dispatches
+                .iter()
+                .find(|dispatch| attempt.spans(dispatch.at));
             if let (true, Some(dispatch)) = (alone, dispatched) {
                 fail(
                     Check::DeniedButDispatched,
@@ -221,7 +243,7 @@ mod tests {
             .commit(1, 3)
             .answer(1, 1, 5, Outcome::Applied)
             .decide_again(1, true)
-            .answer(1, 6, 10, Outcome::Applied)
+            .bare_answer(1, 6, 10, Outcome::Applied)
             .judge();
         let message = &verdict.finding(Check::StaleApplied).message;
         assert!(
@@ -229,6 +251,14 @@ mod tests {
             "{message}"
         );
         assert!(!verdict.has(Check::DuplicateEffect));
+        // Told with the first charge's receipt, it is named for what it is.
+        let with_receipt = Case::new(RE_PLAN)
+            .commit(1, 3)
+            .answer(1, 1, 5, Outcome::Applied)
+            .decide_again(1, true)
+            .answer(1, 6, 10, Outcome::Applied)
+            .judge();
+        assert!(with_receipt.has(Check::UnmarkedReplay));
     }
 
     /// A retry of the same tool call is not a re-plan: its reference was
@@ -274,7 +304,7 @@ mod tests {
             Case::new(ONE_CALL)
                 .commit(1, 3)
                 .timeout(1, 1, 10)
-                .answer(1, 12, 14, outcome)
+                .bare_answer(1, 12, 14, outcome)
                 .judge()
         };
         let stale = retry(Outcome::Applied);
@@ -283,8 +313,43 @@ mod tests {
             message.contains("committed at 3 ms, before the attempt was sent at 12 ms"),
             "{message}"
         );
-        let replayed = retry(Outcome::Replayed);
+        let replayed = Case::new(ONE_CALL)
+            .commit(1, 3)
+            .timeout(1, 1, 10)
+            .answer(1, 12, 14, Outcome::Replayed)
+            .judge();
         assert!(replayed.findings.is_empty(), "{:?}", replayed.findings);
+    }
+
+    /// Issue 11: a replay answered with a plain 201 and the stored receipt
+    /// read as `stale-applied`, true by the protocol but taken for a harness
+    /// bug. It is named for what it is: the replay was not marked.
+    #[test]
+    fn a_stored_receipt_told_as_applied_is_an_unmarked_replay() {
+        let verdict = Case::new(ONE_CALL)
+            .commit(1, 3)
+            .timeout(1, 1, 10)
+            .answer(1, 12, 14, Outcome::Applied)
+            .judge();
+        let message = &verdict.finding(Check::UnmarkedReplay).message;
+        assert!(
+            message.contains("was answered 201 with the stored receipt rcpt-1 of the effect committed at 3 ms, before it was sent at 12 ms, but not marked as a replay"),
+            "{message}"
+        );
+        assert!(!verdict.has(Check::StaleApplied));
+    }
+
+    #[test]
+    fn failed_while_the_effect_exists_is_caught() {
+        let verdict = Case::new(ONE_CALL)
+            .commit(1, 3)
+            .bare_answer(1, 1, 5, Outcome::Failed)
+            .judge();
+        let message = &verdict.finding(Check::FailedWithEffect).message;
+        assert!(
+            message.contains("committed its effect (rcpt-1) at 3 ms"),
+            "{message}"
+        );
     }
 
     #[test]

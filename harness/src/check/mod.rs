@@ -23,6 +23,7 @@ mod effects;
 mod honesty;
 mod liveness;
 mod payload;
+mod retention;
 pub(crate) mod view;
 
 use std::fmt;
@@ -82,14 +83,28 @@ pub enum Check {
     FalseConflict,
     /// `denied` although the attempt dispatched.
     DeniedButDispatched,
+    /// A dispatch made for an attempt sent after the caller's permission was
+    /// revoked, whatever the attempt was answered.
+    DispatchedAfterRevocation,
+    /// A stored answer replayed without saying so (a plain `201`, no
+    /// `Idempotent-Replayed`): the agent reads an old effect as a new one.
+    UnmarkedReplay,
     /// `applied` for an effect committed before the attempt: a replay told as new.
     StaleApplied,
     /// `applied`/`replayed` with no effect in the ledger.
     ClaimWithoutEffect,
     /// `rejected` although the ledger holds the operation's effect.
     RejectedWithEffect,
+    /// `failed` ("not done") although the ledger holds the operation's effect.
+    FailedWithEffect,
     /// A receipt that is not in the ledger for this operation.
     ReceiptMismatch,
+    /// Past its declared retention, a target whose policy is `refuse`
+    /// dispatched or claimed an effect instead of answering `rejected`.
+    ExpiredNotRefused,
+    /// Past its declared retention, a target whose policy is `reconcile`
+    /// dispatched without looking the key up first, or despite finding it.
+    ExpiredNotReconciled,
     /// More effects than the operation may have.
     DuplicateEffect,
     /// Fewer effects than expected: the operation was abandoned.
@@ -113,7 +128,7 @@ pub enum Check {
 impl Check {
     /// Every check with its name, most specific first: the one table names
     /// come from (reports, the schema's enum, the README).
-    pub const ALL: [(Check, &'static str); 17] = [
+    pub const ALL: [(Check, &'static str); 22] = [
         (Check::Disclosure, "disclosure"),
         (
             Check::ChangedPayloadDispatched,
@@ -122,10 +137,18 @@ impl Check {
         (Check::ReplayForChangedPayload, "replay-for-changed-payload"),
         (Check::FalseConflict, "false-conflict"),
         (Check::DeniedButDispatched, "denied-but-dispatched"),
+        (
+            Check::DispatchedAfterRevocation,
+            "dispatched-after-revocation",
+        ),
+        (Check::UnmarkedReplay, "unmarked-replay"),
         (Check::StaleApplied, "stale-applied"),
         (Check::ClaimWithoutEffect, "claim-without-effect"),
         (Check::RejectedWithEffect, "rejected-with-effect"),
+        (Check::FailedWithEffect, "failed-with-effect"),
         (Check::ReceiptMismatch, "receipt-mismatch"),
+        (Check::ExpiredNotRefused, "expired-not-refused"),
+        (Check::ExpiredNotReconciled, "expired-not-reconciled"),
         (Check::DuplicateEffect, "duplicate-effect"),
         (Check::MissingEffect, "missing-effect"),
         (Check::ExtraDispatch, "extra-dispatch"),
@@ -311,11 +334,12 @@ type Checker = fn(&RunView<'_>, &mut Findings);
 
 /// Every family, in the order they run (the order of findings is the
 /// [`Anchor`]'s, not this one).
-const CHECKERS: [(&str, Checker); 5] = [
+const CHECKERS: [(&str, Checker); 6] = [
     ("effects", effects::check),
     ("payload", payload::check),
     ("honesty", honesty::check),
     ("disclosure", disclosure::check),
+    ("retention", retention::check),
     ("liveness", liveness::check),
 ];
 

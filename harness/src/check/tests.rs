@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chaos_kit::http::CallFailure;
 use chaos_kit::protocol::Outcome;
-use chaos_kit::target::TargetInfo;
+use chaos_kit::target::{AfterRetention, TargetInfo};
 
 use super::{Check, Finding, Verdict};
 use crate::fault::{Action, Fault};
@@ -143,6 +143,41 @@ nth = 1
 times = 1
 "#;
 
+/// Tenant South reuses tenant North's key for its own operation.
+pub(crate) const TENANTS: &str = r#"
+test = "operation-identity"
+description = "one key, two tenants"
+[provider]
+profile = "keyed"
+retention = "24h"
+[operations.north]
+tenant = "north"
+[operations.south]
+tenant = "south"
+key = "north"
+[[call]]
+operation = "north"
+[[call]]
+operation = "south"
+"#;
+
+/// Two reminders for one invoice.
+pub(crate) const SHARED_SUBJECT: &str = r#"
+test = "operation-identity"
+description = "two reminders, one invoice"
+[provider]
+profile = "keyed"
+retention = "24h"
+[operations.first]
+subject = "shared"
+[operations.second]
+subject = "shared"
+[[call]]
+operation = "first"
+[[call]]
+operation = "second"
+"#;
+
 /// A run written down by hand. Attempts are worker 1's, numbered in the
 /// order they are added; payloads are those of their call.
 pub(crate) struct Case {
@@ -155,6 +190,8 @@ pub(crate) struct Case {
     jumps: Vec<(Ms, u64)>,
     /// The calls decided again so far, latest last: (call, decision, drifted).
     decisions: Vec<(u32, u32, bool)>,
+    /// What the target declares a retry past its retention gets.
+    after_retention: AfterRetention,
 }
 
 /// What the tool call now deciding a call carries.
@@ -177,7 +214,14 @@ impl Case {
             ledger: Ledger::default(),
             jumps: Vec::new(),
             decisions: Vec::new(),
+            after_retention: AfterRetention::NewOperation,
         }
+    }
+
+    /// The target's declared policy past its retention.
+    pub(crate) fn after_retention(mut self, policy: AfterRetention) -> Case {
+        self.after_retention = policy;
+        self
     }
 
     /// From here on, call `call` is decided again: a new tool call, minting
@@ -428,6 +472,20 @@ impl Case {
         self
     }
 
+    /// The target looked call `call`'s downstream key up at `at`; the
+    /// provider found the latest effect by then, if `found`.
+    pub(crate) fn lookup(mut self, call: u32, at: Ms, found: bool) -> Case {
+        let key = self.decided(call).key;
+        let found = found
+            .then(|| self.ledger.effects.iter().rfind(|effect| effect.at <= at))
+            .flatten()
+            .map(|effect| effect.receipt.clone());
+        self.ledger
+            .lookups
+            .push(crate::history::LookupRecord { at, key, found });
+        self
+    }
+
     /// The scenario's revocation took effect at `at`.
     pub(crate) fn revoked(self, at: Ms) -> Case {
         self.fault("revoke", at, Action::Revoke(crate::fault::Grant::Token))
@@ -446,6 +504,7 @@ impl Case {
             name: "hand-built".into(),
             summary: String::new(),
             retention: self.retention,
+            after_retention: self.after_retention,
         };
         let ended_at = self
             .attempts
@@ -508,6 +567,7 @@ fn a_failure_dominates_an_incomplete_run() {
         name: "hand-built".into(),
         summary: String::new(),
         retention: None,
+        after_retention: AfterRetention::NewOperation,
     };
     let output = RunOutput {
         history: History {

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use chaos_kit::clock::millis;
-use chaos_kit::target::TargetInfo;
+use chaos_kit::target::{AfterRetention, TargetInfo};
 
 use super::OperationSummary;
 use crate::history::{Answer, Attempt, AttemptEnd, Dispatch, Effect, Ms, RunOutput};
@@ -20,6 +20,10 @@ pub(crate) struct RunView<'a> {
     pub operations: Vec<OperationView<'a>>,
     /// When the caller's permission was first taken away, if it was.
     pub revoked_at: Option<Ms>,
+    /// What the target declares a retry past its retention gets.
+    pub after_retention: AfterRetention,
+    /// The target's declared retention, if it declares one.
+    pub retention: Option<std::time::Duration>,
 }
 
 /// One logical operation of the run.
@@ -27,7 +31,8 @@ pub(crate) struct OperationView<'a> {
     /// Index into the trial's operations.
     pub index: usize,
     pub name: &'a str,
-    pub subject: &'a str,
+    /// The tenant whose caller runs it.
+    pub tenant: &'a str,
     /// Its attempts, in the order they were sent.
     pub attempts: Vec<&'a Attempt>,
     pub effects: Vec<&'a Effect>,
@@ -72,8 +77,18 @@ pub(crate) struct AnswerView<'a> {
 impl<'a> RunView<'a> {
     pub(crate) fn new(trial: &'a Trial<'a>, target: &TargetInfo, run: &'a RunOutput) -> Self {
         let retention_ms = target.retention.map(millis);
+        let owners = owners(trial, run);
         let operations = (0..trial.operations.len())
-            .map(|index| OperationView::new(trial, run, index, retention_ms))
+            .map(|index| {
+                OperationView::new(
+                    trial,
+                    run,
+                    index,
+                    &owners,
+                    retention_ms,
+                    target.after_retention,
+                )
+            })
             .collect();
         let revoked_at = run
             .history
@@ -87,6 +102,8 @@ impl<'a> RunView<'a> {
             run,
             operations,
             revoked_at,
+            after_retention: target.after_retention,
+            retention: target.retention,
         }
     }
 
@@ -172,22 +189,24 @@ impl<'a> OperationView<'a> {
         trial: &'a Trial<'a>,
         run: &'a RunOutput,
         index: usize,
+        owners: &[Option<usize>],
         retention_ms: Option<u64>,
+        after_retention: AfterRetention,
     ) -> Self {
         let operation = &trial.operations[index];
-        let subject = operation.subject.as_str();
         let attempts = attempts_of(run, index);
+        let owned = |dispatch: u32| owners.get(dispatch as usize - 1) == Some(&Some(index));
         let effects: Vec<&Effect> = run
             .ledger
             .effects
             .iter()
-            .filter(|effect| effect.subject.as_deref() == Some(subject))
+            .filter(|effect| owned(effect.dispatch))
             .collect();
         let dispatches: Vec<&Dispatch> = run
             .ledger
             .dispatches
             .iter()
-            .filter(|dispatch| dispatch.subject.as_deref() == Some(subject))
+            .filter(|dispatch| owned(dispatch.number))
             .collect();
         let split = |straddlers_start| {
             Epochs::split(
@@ -208,7 +227,16 @@ impl<'a> OperationView<'a> {
             Policy::Coalesce => per_intent,
             Policy::Allow => per_intent * tool_calls(&attempts),
         };
-        let expected_max = expected * readings[0].starts.len() as u32;
+        // Past the retention, only a policy that takes the retry for a new
+        // operation allows it a new effect; a refusal allows none, and a
+        // reconcile only where the provider forgot too (judged apart).
+        let epochs = match after_retention {
+            AfterRetention::Refuse => 1,
+            AfterRetention::NewOperation | AfterRetention::Reconcile => {
+                readings[0].starts.len() as u32
+            }
+        };
+        let expected_max = expected * epochs;
 
         let answers = attempts
             .iter()
@@ -280,7 +308,7 @@ impl<'a> OperationView<'a> {
         OperationView {
             index,
             name: &operation.name,
-            subject,
+            tenant: &operation.tenant,
             attempts,
             effects,
             dispatches,
@@ -290,6 +318,56 @@ impl<'a> OperationView<'a> {
             answers,
         }
     }
+}
+
+/// The operation each dispatch (by number) belongs to. The provider names the
+/// subject; when several operations share it (two reminders for one
+/// invoice), the dispatch belongs to the operation its downstream key was
+/// first dispatched for, and a key seen first is the one of the operation
+/// whose attempt was open when it arrived (of several, the last sent), or
+/// else of the last one started by then. Operations of one subject run one
+/// after another in every scenario that shares one, so this is exact there.
+fn owners(trial: &Trial<'_>, run: &RunOutput) -> Vec<Option<usize>> {
+    let mut by_key: BTreeMap<&str, usize> = BTreeMap::new();
+    let attempts = &run.history.attempts;
+    run.ledger
+        .dispatches
+        .iter()
+        .map(|dispatch| {
+            let subject = dispatch.subject.as_deref()?;
+            let candidates: Vec<usize> = (0..trial.operations.len())
+                .filter(|&index| trial.operations[index].subject == subject)
+                .collect();
+            if candidates.len() <= 1 {
+                return candidates.first().copied();
+            }
+            if let Some(&owner) = dispatch.key.as_deref().and_then(|key| by_key.get(key)) {
+                return Some(owner);
+            }
+            let started = |index: usize, open: bool| {
+                attempts
+                    .iter()
+                    .filter(|attempt| attempt.operation == index && attempt.sent_at <= dispatch.at)
+                    .filter(|attempt| !open || attempt.ended_at >= dispatch.at)
+                    .map(|attempt| attempt.sent_at)
+                    .max()
+            };
+            let latest = |open| {
+                candidates
+                    .iter()
+                    .filter_map(|&index| Some((started(index, open)?, index)))
+                    .max()
+                    .map(|(_, index)| index)
+            };
+            let owner = latest(true)
+                .or_else(|| latest(false))
+                .unwrap_or(candidates[0]);
+            if let Some(key) = dispatch.key.as_deref() {
+                by_key.insert(key, owner);
+            }
+            Some(owner)
+        })
+        .collect()
 }
 
 /// How many tool calls (distinct tool-use ids) `attempts` carried.
@@ -365,7 +443,7 @@ impl Epochs {
         };
         let mut anchor_wall: Option<u64> = None;
         for attempt in attempts {
-            let latest = latest_wall_clock(run, attempt);
+            let latest = latest_wall_clock(trial, run, attempt);
             // (whether it starts an epoch, whether it straddles, the new anchor)
             let (starts_epoch, straddles, anchor) = match (anchor_wall, retention_ms) {
                 (None, _) => (true, false, attempt.wall_clock_ms),
@@ -432,13 +510,24 @@ impl Epochs {
 /// The latest the target's wall clock can have read while handling
 /// `attempt`: its wall clock when sent, plus the time it took, plus every
 /// clock jump before its answer arrived (one in the millisecond it was sent
-/// too, to err on the side of the target).
-fn latest_wall_clock(run: &RunOutput, attempt: &Attempt) -> u64 {
+/// too, to err on the side of the target, unless it came after a call
+/// ended: the next call's attempts are sent after it, and their wall clock
+/// already has it).
+fn latest_wall_clock(trial: &Trial<'_>, run: &RunOutput, attempt: &Attempt) -> u64 {
+    let seen_when_sent = |event: &crate::history::FaultEvent| {
+        event.at == attempt.sent_at
+            && event
+                .fault()
+                .and_then(|index| trial.scenario.faults.get(index))
+                .and_then(|fault| fault.trigger())
+                .is_some_and(|trigger| matches!(trigger, crate::fault::Trigger::AfterCall(_)))
+    };
     let jumps: u64 = run
         .history
         .faults
         .iter()
         .filter(|event| attempt.sent_at <= event.at && event.at < attempt.ended_at)
+        .filter(|event| !seen_when_sent(event))
         .filter_map(|event| event.clock_jump().map(millis))
         .sum();
     attempt.wall_clock_ms + (attempt.ended_at - attempt.sent_at) + jumps

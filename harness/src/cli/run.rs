@@ -6,6 +6,7 @@ use super::{cancel_on_ctrl_c, load_scenarios, present, resolve_targets, say, Rep
 use crate::error::Error;
 use crate::exit::Exit;
 use crate::progress::{Bar, Observer};
+use crate::scenario::Scenario;
 use crate::sweep::{Partition, Payloads, Seeds, Sweep, FAILURES_KEPT_PER_CELL};
 use crate::target::Target;
 
@@ -94,6 +95,10 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
         ),
     );
 
+    for warning in retention_warnings(&scenarios, &targets) {
+        eprintln!("warning: {warning}");
+    }
+
     let cancel = cancel_on_ctrl_c(
         "interrupted: stopping (simulated trials in flight finish, live targets are ended); no report will be written",
     );
@@ -112,4 +117,35 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
         );
     }
     present(&summary, &args.reports)
+}
+
+/// A target whose declared retention is no longer than a scenario's provider
+/// keeps its keys adds no protection past the provider's window: a clock
+/// jump that crosses one crosses both, and the cell's expectation moves. Said
+/// once per target, before anything runs.
+fn retention_warnings(scenarios: &[Scenario], targets: &[Target]) -> Vec<String> {
+    targets
+        .iter()
+        .filter_map(|target| {
+            let retention = target.info().retention?;
+            let shorter: Vec<&str> = scenarios
+                .iter()
+                .filter(|scenario| {
+                    scenario
+                        .provider
+                        .retention
+                        .is_some_and(|provider| retention <= provider)
+                })
+                .map(|scenario| scenario.name.as_str())
+                .collect();
+            (!shorter.is_empty()).then(|| {
+                format!(
+                    "{} declares a {} retention, no longer than the provider's in {}: past the provider's window this layer adds no protection, and a retry there may be allowed a new effect",
+                    target.name(),
+                    humantime::format_duration(retention),
+                    shorter.join(", ")
+                )
+            })
+        })
+        .collect()
 }

@@ -12,14 +12,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use chaos_kit::protocol::ProviderProfile;
+use chaos_kit::protocol::{LookupCapability, ProviderProfile};
 use proptest::collection::vec;
 use proptest::prelude::*;
 
 use crate::fault::{self, Fault, Space, Trigger};
 use crate::scenario::{
-    Call, Expectations, Identity, NetworkSetup, PayloadVariant, Policy, ProviderSetup, Scenario,
-    TestKind, Workload,
+    Boundary, Call, Claim, Expectations, Identity, NetworkSetup, OperationSetup, PayloadVariant,
+    Policy, ProviderSetup, Scenario, TestKind, Workload,
 };
 use crate::simplify::{lower_ms, lower_u32};
 
@@ -141,6 +141,9 @@ fn provider(profile: Option<ProviderProfile>) -> impl Strategy<Value = ProviderS
             profile,
             retention: RETENTIONS[retention],
             processing_delay: Duration::from_millis(delay),
+            lookup: LookupCapability::default_for(profile),
+            saves_errors: false,
+            declines: Default::default(),
         })
 }
 
@@ -185,7 +188,20 @@ impl Case {
             path,
             test: TestKind::Explored,
             description,
+            claim: Claim {
+                invariant: TestKind::Explored.default_invariant().to_owned(),
+                boundary: Boundary::AcceptedRequest,
+            },
             provider: self.provider.clone(),
+            operations: {
+                let mut names: Vec<&str> = Vec::new();
+                for call in &self.calls {
+                    if !names.contains(&call.operation.as_str()) {
+                        names.push(&call.operation);
+                    }
+                }
+                names.into_iter().map(OperationSetup::alone).collect()
+            },
             network: self.network,
             workload: Workload {
                 tool: "send_reminder".into(),

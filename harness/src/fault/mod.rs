@@ -19,11 +19,14 @@
 //! table of kinds; the compiler asks for the rest inside the kind's file.
 
 mod approve;
+mod authority_outage;
 mod clock;
 mod crash;
 mod crash_agent;
 mod delay;
 mod lose;
+mod provider_error;
+mod redeliver;
 mod replan;
 mod revoke;
 mod stall;
@@ -37,11 +40,14 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 pub use approve::DoubleApprove;
+pub use authority_outage::AuthorityOutage;
 pub use clock::AdvanceClock;
 pub use crash::{CrashPoint, CrashTarget};
 pub use crash_agent::CrashAgent;
 pub use delay::Delay;
 pub use lose::{Hop, LoseRequest, LoseResponse, LossMode};
+pub use provider_error::ProviderError;
+pub use redeliver::Redeliver;
 pub use replan::{Replan, Wording};
 pub use revoke::{Grant, Revoke};
 pub use stall::Stall;
@@ -122,6 +128,9 @@ kinds! {
     Stall(Stall),
     CrashAgent(CrashAgent),
     DoubleApprove(DoubleApprove),
+    ProviderError(ProviderError),
+    Redeliver(Redeliver),
+    AuthorityOutage(AuthorityOutage),
 }
 
 /// What a fault does, whatever its kind. Object-safe: the nemesis, the
@@ -243,6 +252,8 @@ pub(crate) enum Event {
     Dispatch(u32),
     /// The agent read the target's Nth answer (1-based, over the whole run).
     Answer(u32),
+    /// The authority received its Nth introspection (1-based).
+    Introspection(u32),
     /// A moment: see [`Trigger`].
     Moment(Trigger),
 }
@@ -343,6 +354,13 @@ pub enum Action {
     Stall,
     /// The answer on `hop` arrives this late.
     DelayAnswer { hop: Hop, by: Duration },
+    /// The provider answers `500`, after committing the effect or instead.
+    ProviderError { committed: bool },
+    /// The attempt is delivered to the target again, after it was processed
+    /// and before its answer reaches the agent.
+    Redeliver,
+    /// The authority does not answer this introspection (`503`).
+    AuthorityDown,
     /// Every wall clock jumps forward.
     AdvanceClock(Duration),
     /// The caller loses this grant.
@@ -363,16 +381,17 @@ impl Action {
     fn precedence(self) -> u8 {
         match self {
             Action::CrashBeforeDispatch { .. } => 0,
-            Action::LoseRequest(_) => 1,
+            Action::LoseRequest(_) | Action::AuthorityDown => 1,
             Action::CrashAfterCommit { .. } => 2,
-            Action::LoseAnswer { .. } => 3,
+            Action::LoseAnswer { .. } | Action::ProviderError { .. } => 3,
             Action::Stall => 4,
-            Action::DelayAnswer { .. } => 5,
+            Action::Redeliver => 5,
+            Action::DelayAnswer { .. } => 6,
             Action::AdvanceClock(_)
             | Action::Revoke(_)
             | Action::Replan { .. }
             | Action::CrashAgent { .. }
-            | Action::ApproveAgain { .. } => 6,
+            | Action::ApproveAgain { .. } => 7,
         }
     }
 
@@ -461,6 +480,9 @@ mod tests {
             "kind = \"stall\"\nnth = 1",
             "kind = \"crash-agent\"\nafter-commit = 1\nrestart-after = \"5ms\"",
             "kind = \"double-approve\"\ncall = 1\ngap = \"1ms\"",
+            "kind = \"provider-error\"\nnth = 1\ncommitted = true",
+            "kind = \"redeliver\"\nnth = 2",
+            "kind = \"authority-outage\"\nnth = 1\ntimes = 2",
         ];
         let mut seen = Vec::new();
         for text in faults {

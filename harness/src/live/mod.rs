@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use chaos_kit::http::{self, CallFailure, Request};
 use chaos_kit::net::TcpNetwork;
 use chaos_kit::process as env_vars;
+use chaos_kit::protocol::LookupCapability;
 use tokio::sync::watch;
 
 use crate::fault::Live;
@@ -96,7 +97,7 @@ impl Driver for LiveDriver<'_> {
         }
         match run_trial(trial, self.file, cancel) {
             Ok(Some((output, retention))) => Run::Ran {
-                output,
+                output: Box::new(output),
                 target: self.file.info_with_retention(retention),
             },
             Ok(None) => Run::Cancelled,
@@ -421,6 +422,20 @@ fn launch(
             env_vars::PROVIDER_RETENTION_MS.into(),
             retention.as_millis().to_string(),
         ));
+    }
+    let provider = &trial.scenario.provider;
+    env.push((
+        env_vars::PROVIDER_LOOKUP.into(),
+        provider.lookup.as_str().into(),
+    ));
+    if let LookupCapability::Lagging(lag) = provider.lookup {
+        env.push((
+            env_vars::PROVIDER_LOOKUP_LAG_MS.into(),
+            lag.as_millis().to_string(),
+        ));
+    }
+    if provider.saves_errors {
+        env.push((env_vars::PROVIDER_SAVES_ERRORS.into(), "true".into()));
     }
     if let Some(retention) = time.target_retention {
         env.push((

@@ -179,7 +179,7 @@ pub(crate) fn live_time(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::target_file::AfterRetention;
+    use chaos_kit::target::AfterRetention;
 
     fn scenario(jump: &str) -> Scenario {
         let text = format!(

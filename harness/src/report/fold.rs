@@ -103,9 +103,9 @@ impl<'a> Fold<'a> {
 /// The most effects the scenario allows any one operation, before retention.
 fn most_effects_allowed(scenario: &Scenario) -> u32 {
     scenario
-        .operations()
+        .operations
         .iter()
-        .map(|operation| scenario.expected_effects(operation))
+        .map(|operation| scenario.expected_effects(&operation.name))
         .max()
         .unwrap_or(0)
 }

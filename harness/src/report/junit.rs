@@ -20,7 +20,7 @@ pub fn render(summary: &Summary) -> String {
             .iter()
             .filter(|cell| cell.target == target.name)
         {
-            suite.add_test_case(test_case(cell));
+            suite.add_test_case(test_case(summary, cell));
         }
         report.add_test_suite(suite);
     }
@@ -29,7 +29,7 @@ pub fn render(summary: &Summary) -> String {
         .expect("a report of plain strings always serialises")
 }
 
-fn test_case(cell: &CellSummary) -> TestCase {
+fn test_case(summary: &Summary, cell: &CellSummary) -> TestCase {
     let status = match cell.verdict {
         Status::Pass => TestCaseStatus::success(),
         Status::Fail | Status::Unknown => {
@@ -72,6 +72,16 @@ fn test_case(cell: &CellSummary) -> TestCase {
     ));
     if let Some(seed) = cell.first_failing_seed.or(cell.first_unknown_seed) {
         case.add_property(Property::new("first-failing-seed", seed.to_string()));
+    }
+    if let Some(scenario) = summary.scenario(&cell.scenario) {
+        case.add_property(Property::new("invariant", scenario.invariant.as_str()));
+        case.add_property(Property::new("boundary", scenario.boundary.as_str()));
+    }
+    if let Some(note) = summary
+        .target(&cell.target)
+        .and_then(|target| cell.expectation_note(target))
+    {
+        case.add_property(Property::new("expectation", note));
     }
     case
 }

@@ -80,9 +80,24 @@ pub fn render(summary: &Summary) -> String {
                     .unwrap_or_default(),
                 escape(cell.reason.as_deref().unwrap_or("no reason recorded")),
             );
+            if let Some(scenario) = summary.scenario(&cell.scenario) {
+                let _ = writeln!(
+                    out,
+                    "  - invariant ({}): {}",
+                    scenario.boundary,
+                    escape(&scenario.invariant)
+                );
+            }
             if let Some(rerun) = &cell.rerun {
                 let _ = writeln!(out, "  ```sh\n  {rerun}\n  ```");
             }
+        }
+    }
+    let notes = summary.expectation_notes();
+    if !notes.is_empty() {
+        out.push_str("\n### Expectations moved by a target's retention\n\n");
+        for note in notes {
+            let _ = writeln!(out, "- {}", escape(&note));
         }
     }
     out

@@ -30,8 +30,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::check::{Liveness, Status, Verdict};
 use crate::exit::Exit;
-use crate::scenario::{Scenario, TestKind};
+use crate::scenario::{Boundary, Scenario, TestKind};
 use crate::sweep::{Partition, Seeds, Transport, Transports, FAILURES_KEPT_PER_CELL};
+use chaos_kit::target::AfterRetention;
 
 pub use crate::sweep::Payloads;
 pub use record::SeedFailure;
@@ -70,6 +71,16 @@ pub struct ScenarioMeta {
     pub path: String,
     pub test: TestKind,
     pub description: String,
+    /// The release criterion the scenario states.
+    #[serde(default)]
+    pub invariant: String,
+    /// Where its effects are counted.
+    #[serde(default = "accepted_request")]
+    pub boundary: Boundary,
+}
+
+fn accepted_request() -> Boundary {
+    Boundary::AcceptedRequest
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,10 +88,17 @@ pub struct TargetMeta {
     pub name: String,
     pub summary: String,
     pub retention: Option<String>,
+    /// What a retry past the retention gets, by the target's own policy.
+    #[serde(default, skip_serializing_if = "is_new_operation")]
+    pub after_retention: AfterRetention,
     /// `sim` or `live`. Written only for live targets, so the reports of
     /// simulated runs read as they always did.
     #[serde(default = "sim_transport", skip_serializing_if = "Transport::is_sim")]
     pub transport: Transport,
+}
+
+fn is_new_operation(policy: &AfterRetention) -> bool {
+    *policy == AfterRetention::NewOperation
 }
 
 fn sim_transport() -> Transport {
@@ -95,6 +113,7 @@ impl TargetMeta {
             retention: info
                 .retention
                 .map(|retention| humantime::format_duration(retention).to_string()),
+            after_retention: info.after_retention,
             transport,
         }
     }
@@ -118,8 +137,13 @@ pub struct CellSummary {
     pub rerun: Option<String>,
     /// The reason of the first failing (or undecided) seed, one line.
     pub reason: Option<String>,
-    /// The most effects the scenario allows for any one operation.
+    /// The most effects the scenario allows for any one operation, past the
+    /// target's retention included.
     pub effects_expected: u32,
+    /// The most the scenario file allows, before any retention: when
+    /// `effects_expected` is more, the target's policy allowed the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effects_scenario: Option<u32>,
     /// The most effects any one operation had, over all seeds.
     pub effects_observed_max: u32,
     /// The most effects one intent had for each it was allowed, over all
@@ -149,6 +173,7 @@ impl CellSummary {
             rerun: None,
             reason: None,
             effects_expected,
+            effects_scenario: Some(effects_expected),
             effects_observed_max: 0,
             amplification_max: 1.0,
             failures: Vec::new(),
@@ -238,6 +263,7 @@ impl CellSummary {
         self.seeds_failed += other.seeds_failed;
         self.seeds_unknown += other.seeds_unknown;
         self.effects_expected = self.effects_expected.max(other.effects_expected);
+        self.effects_scenario = self.effects_scenario.max(other.effects_scenario);
         self.effects_observed_max = self.effects_observed_max.max(other.effects_observed_max);
         self.amplification_max = self.amplification_max.max(other.amplification_max);
         self.safety = self.safety.max(other.safety);
@@ -305,6 +331,8 @@ impl Summary {
                     path: scenario.path.display().to_string(),
                     test: scenario.test,
                     description: scenario.description.clone(),
+                    invariant: scenario.claim.invariant.clone(),
+                    boundary: scenario.claim.boundary,
                 })
                 .collect(),
             targets,
@@ -325,6 +353,22 @@ impl Summary {
         } else {
             Exit::Success
         }
+    }
+
+    pub fn scenario(&self, name: &str) -> Option<&ScenarioMeta> {
+        self.scenarios.iter().find(|scenario| scenario.name == name)
+    }
+
+    pub fn target(&self, name: &str) -> Option<&TargetMeta> {
+        self.targets.iter().find(|target| target.name == name)
+    }
+
+    /// Every cell whose expectation moved past the scenario file's, with why.
+    pub fn expectation_notes(&self) -> Vec<String> {
+        self.cells
+            .iter()
+            .filter_map(|cell| cell.expectation_note(self.target(&cell.target)?))
+            .collect()
     }
 
     pub fn cell(&self, scenario: &str, target: &str) -> Option<&CellSummary> {
@@ -398,6 +442,24 @@ impl CellSummary {
             self.effects_expected,
             self.amplification_max,
         )
+    }
+}
+
+impl CellSummary {
+    /// Why the cell allows more effects than its scenario file says, if it
+    /// does: the target's declared retention was crossed, and its policy
+    /// lets a retry past it be a new operation.
+    pub fn expectation_note(&self, target: &TargetMeta) -> Option<String> {
+        let scenario = self.effects_scenario?;
+        let more = self
+            .effects_expected
+            .checked_sub(scenario)
+            .filter(|more| *more > 0)?;
+        let retention = target.retention.as_deref().unwrap_or("declared");
+        Some(format!(
+            "{} x {}: the scenario allows {scenario} effect(s) per operation; past the target's declared {retention} retention {more} more allowed by its policy {}",
+            self.scenario, self.target, target.after_retention
+        ))
     }
 }
 

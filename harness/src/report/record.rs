@@ -40,7 +40,8 @@ pub struct SeedFailure {
     pub ended_at: Ms,
     /// Why the run could not complete, when it could not.
     pub run_error: Option<String>,
-    /// The bearer token the agent presented; `null` when redacted.
+    /// The bearer token the agent presented (the first tenant's, when
+    /// several tenants call); `null` when redacted.
     pub token: Option<String>,
     /// Every fault the nemesis applied, and its consequences (kill, restart).
     pub faults: Vec<FaultRecord>,
@@ -194,7 +195,7 @@ impl SeedFailure {
 
         failure.ended_at = run.history.ended_at;
         failure.run_error = run.error.clone();
-        failure.token = included.then(|| trial.token.clone());
+        failure.token = included.then(|| trial.tokens[0].1.clone());
         failure.faults = run
             .history
             .faults

@@ -70,7 +70,7 @@ pub fn render_failures(summary: &Summary) -> String {
         }
         let seed = cell.first_failing_seed.or(cell.first_unknown_seed);
         out.push_str(&format!(
-            "{} {} x {} (seed {}): {}\n    rerun: {}\n",
+            "{} {} x {} (seed {}): {}\n",
             match cell.verdict {
                 Status::Fail => "FAIL",
                 _ => "UNKNOWN",
@@ -79,8 +79,21 @@ pub fn render_failures(summary: &Summary) -> String {
             cell.target,
             seed.map_or_else(|| "-".into(), |seed| seed.to_string()),
             cell.reason.as_deref().unwrap_or("no reason recorded"),
-            cell.rerun.as_deref().unwrap_or("-"),
         ));
+        // The claim that broke, as the scenario states it.
+        if let Some(scenario) = summary.scenario(&cell.scenario) {
+            out.push_str(&format!(
+                "    invariant ({}): {}\n",
+                scenario.boundary, scenario.invariant
+            ));
+        }
+        out.push_str(&format!(
+            "    rerun: {}\n",
+            cell.rerun.as_deref().unwrap_or("-")
+        ));
+    }
+    for note in summary.expectation_notes() {
+        out.push_str(&format!("note: {note}\n"));
     }
     out
 }

@@ -61,7 +61,6 @@ pub(crate) struct Script {
     pub seed: u64,
     pub run_id: String,
     pub tool: String,
-    pub token: String,
     pub timing: Timing,
     pub calls: Vec<ScriptedCall>,
 }
@@ -71,6 +70,8 @@ pub(crate) struct ScriptedCall {
     pub number: u32,
     pub operation: usize,
     pub step_id: String,
+    /// The bearer token of the operation's tenant.
+    pub token: String,
     pub payload: Payload,
     /// The operation's arguments re-worded, for a re-plan that drifts.
     pub drifted: Option<Payload>,
@@ -116,7 +117,6 @@ impl Script {
             seed: trial.seed,
             run_id: trial.run_id.clone(),
             tool: trial.scenario.workload.tool.clone(),
-            token: trial.token.clone(),
             timing: trial.timing,
             calls: trial
                 .calls
@@ -127,6 +127,7 @@ impl Script {
                         number: call.number,
                         operation: call.operation,
                         step_id: operation.step_id.clone(),
+                        token: operation.token.clone(),
                         payload: call.payload.clone(),
                         drifted: operation.drifted.clone(),
                         attempts: call.attempts,
@@ -289,15 +290,19 @@ async fn run_worker(
             let sent_at = env.timeline.now();
             let wall_clock_ms = env.clock.now_ms();
             let sent = send_attempt(script, call, &tool_call, &attempt_id, env, attempt);
-            let (end, replans) = tokio::select! {
+            let Sent {
+                end,
+                replans,
+                redelivery,
+            } = tokio::select! {
                 biased;
                 sent = sent => sent,
-                _ = crashes.changed() => (AttemptEnd::Abandoned, Vec::new()),
+                _ = crashes.changed() => Sent::ended(AttemptEnd::Abandoned),
             };
             let definitive =
                 matches!(&end, AttemptEnd::Answered(answer) if answer.outcome.is_definitive());
             let abandoned = end == AttemptEnd::Abandoned;
-            lock(&env.attempts).push(Attempt {
+            let record = |attempt_id: String, sent_at, ended_at, wall_clock_ms, end| Attempt {
                 operation: call.operation,
                 call: call.number,
                 worker,
@@ -309,10 +314,31 @@ async fn run_worker(
                 payload_fingerprint: tool_call.payload.fingerprint.clone(),
                 intent: tool_call.payload.intent.clone(),
                 sent_at,
-                ended_at: env.timeline.now(),
+                ended_at,
                 wall_clock_ms,
                 end,
-            });
+            };
+            {
+                let mut attempts = lock(&env.attempts);
+                if let Some(copy) = redelivery {
+                    // Judged like any attempt: the target answered it, and
+                    // whatever it did downstream happened.
+                    attempts.push(record(
+                        format!("{attempt_id}-redelivered"),
+                        copy.sent_at,
+                        copy.ended_at,
+                        copy.wall_clock_ms,
+                        copy.end,
+                    ));
+                }
+                attempts.push(record(
+                    attempt_id,
+                    sent_at,
+                    env.timeline.now(),
+                    wall_clock_ms,
+                    end,
+                ));
+            }
             for (times, wording) in replans {
                 tool_calls.extend((0..times).map(|_| decide_again(wording)));
             }
@@ -351,8 +377,33 @@ async fn sit_out_clock_jump(env: &AgentEnv) {
     }
 }
 
-/// Sends one attempt of `tool_call`; what came of it, and the re-plans the
-/// planner makes after its answer.
+/// What came of one attempt: how it ended, the re-plans the planner makes
+/// after its answer, and the second delivery of it a fault made, if one did.
+struct Sent {
+    end: AttemptEnd,
+    replans: Vec<(u32, Wording)>,
+    redelivery: Option<Redelivery>,
+}
+
+impl Sent {
+    fn ended(end: AttemptEnd) -> Sent {
+        Sent {
+            end,
+            replans: Vec::new(),
+            redelivery: None,
+        }
+    }
+}
+
+/// The same request delivered to the target a second time.
+struct Redelivery {
+    sent_at: crate::history::Ms,
+    ended_at: crate::history::Ms,
+    wall_clock_ms: u64,
+    end: AttemptEnd,
+}
+
+/// Sends one attempt of `tool_call`.
 async fn send_attempt(
     script: &Script,
     call: &ScriptedCall,
@@ -360,28 +411,52 @@ async fn send_attempt(
     attempt_id: &str,
     env: &AgentEnv,
     attempt: u32,
-) -> (AttemptEnd, Vec<(u32, Wording)>) {
-    let request = Request::post(
-        format!("/tools/{}", script.tool),
-        tool_call.payload.bytes.clone(),
-    )
-    .header(IDEMPOTENCY_KEY, tool_call.key.as_str())
-    .header(AUTHORIZATION, format!("Bearer {}", script.token))
-    .header(ATTEMPT_ID, attempt_id)
-    .header(RUN_ID, script.run_id.as_str())
-    .header(STEP_ID, call.step_id.as_str())
-    .header(TOOL_USE_ID, tool_call.tool_use_id.as_str())
-    .header(TRACEPARENT, traceparent(script.seed, call.number, attempt))
-    .header("content-type", "application/json");
+) -> Sent {
+    // Built again for a second delivery: the same bytes, headers and all.
+    let request = || {
+        Request::post(
+            format!("/tools/{}", script.tool),
+            tool_call.payload.bytes.clone(),
+        )
+        .header(IDEMPOTENCY_KEY, tool_call.key.as_str())
+        .header(AUTHORIZATION, format!("Bearer {}", call.token))
+        .header(ATTEMPT_ID, attempt_id)
+        .header(RUN_ID, script.run_id.as_str())
+        .header(STEP_ID, call.step_id.as_str())
+        .header(TOOL_USE_ID, tool_call.tool_use_id.as_str())
+        .header(
+            TRACEPARENT,
+            traceparent(&script.run_id, call.number, attempt),
+        )
+        .header("content-type", "application/json")
+    };
     let timeout = script.timing.agent_timeout;
     let deadline = tokio::time::Instant::now() + timeout;
-    let response = match env.http.call(&env.target, request, timeout).await {
+    let response = match env.http.call(&env.target, request(), timeout).await {
         Ok(response) => response,
-        Err(failure) => return (AttemptEnd::Failed { failure }, Vec::new()),
+        Err(failure) => return Sent::ended(AttemptEnd::Failed { failure }),
     };
     let answer = env.mapping.interpret(&response);
     let fate = env.nemesis.answer();
+    let mut redelivery = None;
     let end = match fate.action {
+        // Processed, and before the answer reaches the agent the same
+        // request is delivered again, as to a second consumer; the agent
+        // reads the first answer once the second delivery is settled.
+        Some(Action::Redeliver) => {
+            let (sent_at, wall_clock_ms) = (env.timeline.now(), env.clock.now_ms());
+            let end = match env.http.call(&env.target, request(), timeout).await {
+                Ok(response) => AttemptEnd::Answered(env.mapping.interpret(&response)),
+                Err(failure) => AttemptEnd::Failed { failure },
+            };
+            redelivery = Some(Redelivery {
+                sent_at,
+                ended_at: env.timeline.now(),
+                wall_clock_ms,
+                end,
+            });
+            AttemptEnd::Answered(answer)
+        }
         Some(Action::LoseAnswer { mode, .. }) => {
             if mode == LossMode::Hold {
                 tokio::time::sleep_until(deadline).await;
@@ -404,13 +479,20 @@ async fn send_attempt(
         }
         _ => AttemptEnd::Answered(answer),
     };
-    (end, fate.replans)
+    Sent {
+        end,
+        replans: fate.replans,
+        redelivery,
+    }
 }
 
-/// A W3C trace context: one trace per call, one span per attempt. Trace
-/// identity is deliberately unrelated to the operation's identity.
-fn traceparent(seed: u64, call: u32, attempt: u32) -> String {
-    format!("00-{seed:016x}{call:016x}-{attempt:016x}-01")
+/// A W3C trace context: one trace per conversation (the agent run), one span
+/// per attempt. A conversation holds several distinct actions, so a trace id
+/// is never an operation's identity: a layer keyed on it merges them.
+fn traceparent(run_id: &str, call: u32, attempt: u32) -> String {
+    let trace = chaos_kit::canonical::fingerprint(run_id);
+    let span = (u64::from(call) << 32) | u64::from(attempt);
+    format!("00-{trace:0>32}-{span:016x}-01")
 }
 
 fn millis(duration: Duration) -> u64 {

@@ -2,14 +2,15 @@
 //! nemesis applies here; the target only learns of it by asking.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use chaos_kit::http::{Abort, Request, Response};
 use chaos_kit::protocol::Introspection;
 
-use crate::fault::Grant;
+use crate::fault::{Action, Grant};
 use crate::history::AuthDecision;
 use crate::roles::clock::Timeline;
+use crate::roles::nemesis::Nemesis;
 
 #[derive(Debug, Clone)]
 struct TokenGrant {
@@ -23,6 +24,9 @@ pub(crate) struct Authority {
     timeline: Arc<dyn Timeline>,
     grants: Mutex<BTreeMap<String, TokenGrant>>,
     decisions: Mutex<Vec<AuthDecision>>,
+    /// Asked about every introspection (an outage is a fault). Weak: the
+    /// nemesis holds this authority to revoke grants.
+    nemesis: OnceLock<Weak<Nemesis>>,
 }
 
 impl Authority {
@@ -31,7 +35,13 @@ impl Authority {
             timeline,
             grants: Mutex::new(BTreeMap::new()),
             decisions: Mutex::new(Vec::new()),
+            nemesis: OnceLock::new(),
         }
+    }
+
+    /// The nemesis whose faults may take this authority down.
+    pub(crate) fn watched_by(&self, nemesis: &Arc<Nemesis>) {
+        let _ = self.nemesis.set(Arc::downgrade(nemesis));
     }
 
     /// Issues `token` to `sub` of `tenant` with a space-separated `scope`.
@@ -85,6 +95,14 @@ impl Authority {
         }
         if request.method != "POST" || request.path != "/introspect" {
             return Ok(Response::new(404));
+        }
+        let down = self
+            .nemesis
+            .get()
+            .and_then(Weak::upgrade)
+            .and_then(|nemesis| nemesis.introspection());
+        if down == Some(Action::AuthorityDown) {
+            return Ok(Response::new(503));
         }
         let body = String::from_utf8_lossy(&request.body);
         let token = body

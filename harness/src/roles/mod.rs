@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::history::{Attempt, History, Ms, RunOutput};
-use crate::plan::{Trial, ACTOR, TENANT};
+use crate::plan::{Trial, ACTOR};
 use agent::{AgentEnv, StatusMapping};
 use authority::Authority;
 use clock::{HarnessClock, Timeline};
@@ -57,21 +57,36 @@ impl Cast {
     ) -> Cast {
         let scenario = trial.scenario;
         let authority = Arc::new(Authority::new(timeline.clone()));
-        authority.grant(&trial.token, ACTOR, TENANT, &trial.scope());
+        for (tenant, token) in &trial.tokens {
+            authority.grant(token, ACTOR, tenant, &trial.scope());
+        }
         let nemesis = Arc::new(
             Nemesis::new(
                 scenario.faults.clone(),
                 timeline.clone(),
                 clock.clone(),
                 authority.clone(),
-                trial.token.clone(),
+                trial
+                    .tokens
+                    .iter()
+                    .map(|(_, token)| token.clone())
+                    .collect(),
                 scenario.workload.tool.clone(),
             )
             .wait_out_clock_jumps(clock_waits),
         );
+        authority.watched_by(&nemesis);
         let provider = Arc::new(Provider::new(
             ProviderConfig {
                 profile: scenario.provider.profile,
+                lookup: scenario.provider.lookup,
+                saves_errors: scenario.provider.saves_errors,
+                declined_subjects: trial
+                    .operations
+                    .iter()
+                    .filter(|operation| scenario.provider.declines.contains(&operation.name))
+                    .map(|operation| operation.subject.clone())
+                    .collect(),
                 retention: provider_retention,
                 processing_delay: scenario.provider.processing_delay,
                 subject_field: scenario.workload.subject_field.clone(),

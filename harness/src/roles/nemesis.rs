@@ -32,8 +32,8 @@ pub(crate) struct Nemesis {
     timeline: Arc<dyn Timeline>,
     clock: Arc<HarnessClock>,
     authority: Arc<Authority>,
-    /// The agent's token and the tool revocations apply to.
-    token: String,
+    /// The callers' tokens (one per tenant) and the tool revocations apply to.
+    tokens: Vec<String>,
     tool: String,
     /// Live mode: clock jumps (by fault index) turned into real waits.
     clock_waits: BTreeMap<usize, ClockWait>,
@@ -67,6 +67,7 @@ struct NemesisState {
     /// Restart delays of the crashes the driver has yet to carry out.
     crash_requests: VecDeque<Duration>,
     answers_received: u32,
+    introspections: u32,
     /// Waits owed by the agent before its next step (live clock jumps).
     pending_wait: Duration,
     /// Stalled dispatches whose re-plan no worker has made yet.
@@ -83,7 +84,7 @@ impl Nemesis {
         timeline: Arc<dyn Timeline>,
         clock: Arc<HarnessClock>,
         authority: Arc<Authority>,
-        token: String,
+        tokens: Vec<String>,
         tool: String,
     ) -> Nemesis {
         Nemesis {
@@ -91,7 +92,7 @@ impl Nemesis {
             timeline,
             clock,
             authority,
-            token,
+            tokens,
             tool,
             clock_waits: BTreeMap::new(),
             state: Mutex::new(NemesisState::default()),
@@ -117,6 +118,16 @@ impl Nemesis {
     /// The provider's Nth dispatch arrived: what happens to it, if anything.
     pub(crate) fn dispatch(&self, nth: u32) -> Option<Action> {
         self.exchange(Event::Dispatch(nth))
+    }
+
+    /// The authority received an introspection: whether it is down for it.
+    pub(crate) fn introspection(&self) -> Option<Action> {
+        let nth = {
+            let mut state = lock(&self.state);
+            state.introspections += 1;
+            state.introspections
+        };
+        self.exchange(Event::Introspection(nth))
     }
 
     /// The agent read an answer from the target: what happens to it, and
@@ -226,7 +237,11 @@ impl Nemesis {
                     }
                     None => self.clock.advance(millis(by)),
                 },
-                Action::Revoke(grant) => self.authority.revoke(&self.token, grant, &self.tool),
+                Action::Revoke(grant) => {
+                    for token in &self.tokens {
+                        self.authority.revoke(token, grant, &self.tool);
+                    }
+                }
                 Action::CrashAgent { restart_after } => {
                     let mut state = lock(&self.state);
                     state.agent_restart_after = restart_after;
@@ -346,7 +361,7 @@ mod tests {
             timeline,
             clock,
             authority,
-            "tok".into(),
+            vec!["tok".into()],
             "send".into(),
         )
     }

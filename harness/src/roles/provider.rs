@@ -4,24 +4,36 @@
 //! Effects are attributed to logical operations by the workload's subject field
 //! (e.g. `invoice`), not by the target's key, so a target that invents a new key
 //! per attempt is still caught.
+//!
+//! Its contract is composed, as real providers' are: it deduplicates by
+//! `Idempotency-Key` or not at all (the profile), it can be asked about a key
+//! exactly, with a lag, or not at all (`lookup`), it may save an error
+//! answer under the key and replay it (`saves-errors`, Stripe API v1), and it
+//! may refuse some payloads for good (`declines`, a `402 card_declined`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chaos_kit::canonical::{intent_fingerprint, payload_fingerprint, value_fingerprint};
 use chaos_kit::clock::{millis, Clock};
 use chaos_kit::http::{Abort, Request, Response};
-use chaos_kit::protocol::{ProviderProfile, Receipt, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
+use chaos_kit::protocol::{
+    LookupCapability, ProviderProfile, Receipt, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
+};
 
 use crate::fault::{Action, LossMode};
-use crate::history::{Dispatch, Disposition, Effect, Ledger};
+use crate::history::{Dispatch, Disposition, Effect, Ledger, LookupRecord, Ms};
 use crate::roles::clock::Timeline;
 use crate::roles::nemesis::Nemesis;
 
 #[derive(Debug, Clone)]
 pub(crate) struct ProviderConfig {
     pub profile: ProviderProfile,
+    pub lookup: LookupCapability,
+    pub saves_errors: bool,
+    /// Subjects whose payloads it refuses for good.
+    pub declined_subjects: BTreeSet<String>,
     pub retention: Option<Duration>,
     pub processing_delay: Duration,
     pub subject_field: String,
@@ -42,23 +54,42 @@ pub(crate) struct Provider {
 #[derive(Default)]
 struct ProviderState {
     ledger: Ledger,
-    /// keyed: the first answer under each key; lookup: the receipt under each key.
+    /// Keyed: the first answer under each key, replayed to every retry with
+    /// it. Every profile that can be asked: the effect under each key.
     keys: BTreeMap<String, StoredKey>,
 }
 
 #[derive(Clone)]
 struct StoredKey {
     fingerprint: String,
-    receipt: String,
+    /// The answer a keyed provider replays under this key.
+    answer: Stored,
+    /// The effect committed under it, for lookups: (receipt, run time).
+    effect: Option<(String, Ms)>,
     stored_at_wall_ms: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stored {
+    Receipt,
+    Declined,
+    Error(u16),
 }
 
 /// What the provider decided to do with a dispatch, before any answer fault.
 enum Decision {
     Commit,
-    Replay { receipt: String },
+    Replay(StoredKey),
     KeyConflict,
+    Decline,
 }
+
+/// What a decline answers: Stripe's shape for a refused card.
+const DECLINED_STATUS: u16 = 402;
+const DECLINED_BODY: &str =
+    r#"{"error":{"type":"card_error","code":"card_declined","message":"Your card was declined."}}"#;
+const ERROR_BODY: &str =
+    r#"{"error":{"type":"api_error","message":"An error occurred while processing the request."}}"#;
 
 impl Provider {
     pub(crate) fn new(
@@ -92,22 +123,33 @@ impl Provider {
         }
     }
 
+    /// `GET /effects?key=`: what the contract's lookup can tell, recorded.
     fn lookup(&self, request: &Request) -> Response {
-        if self.config.profile != ProviderProfile::Lookup {
+        if !self.config.lookup.is_available() {
             return Response::new(501);
         }
         let Some(key) = request.query_param("key") else {
             return Response::new(400);
         };
-        let now = self.clock.now_ms();
-        match self.lock().keys.get(key) {
-            Some(stored) if self.retained(stored, now) => Response::json(
-                200,
-                &Receipt {
-                    receipt: stored.receipt.clone(),
-                },
-            ),
-            _ => Response::new(404),
+        let (now, wall) = (self.timeline.now(), self.clock.now_ms());
+        let lag = millis(self.config.lookup.lag());
+        let mut state = self.lock();
+        let found = state
+            .keys
+            .get(key)
+            .filter(|stored| self.retained(stored, wall))
+            .and_then(|stored| stored.effect.clone())
+            // An eventually consistent search does not see it yet.
+            .filter(|(_, committed_at)| now.saturating_sub(*committed_at) >= lag)
+            .map(|(receipt, _)| receipt);
+        state.ledger.lookups.push(LookupRecord {
+            at: now,
+            key: key.to_owned(),
+            found: found.clone(),
+        });
+        match found {
+            Some(receipt) => Response::json(200, &Receipt { receipt }),
+            None => Response::new(404),
         }
     }
 
@@ -161,11 +203,24 @@ impl Provider {
             tokio::time::sleep(self.config.processing_delay).await;
         }
 
-        let response = if body.is_some() {
-            self.commit(&mut record)
-        } else {
-            record.disposition = Disposition::Malformed;
-            Response::new(400)
+        let response = match (&body, fate) {
+            (None, _) => {
+                record.disposition = Disposition::Malformed;
+                Response::new(400)
+            }
+            // The provider fails before acting: nothing happens, and a
+            // provider that saves errors will answer this key so from now on.
+            (Some(_), Some(Action::ProviderError { committed: false })) => self.fail(&mut record),
+            (Some(_), Some(Action::ProviderError { committed: true })) => {
+                let committed = self.commit(&mut record);
+                match record.disposition {
+                    Disposition::Committed { .. } => self.save_error(&record),
+                    // Nothing was executed now (a replay, a refusal): the
+                    // error has nothing to hide, and the answer stands.
+                    _ => committed,
+                }
+            }
+            (Some(_), _) => self.commit(&mut record),
         };
         self.lock().ledger.dispatches[number as usize - 1] = record;
         self.nemesis.after_commit(number);
@@ -195,53 +250,90 @@ impl Provider {
         let now = self.clock.now_ms();
         let mut state = self.lock();
 
+        let declined = record
+            .subject
+            .as_ref()
+            .is_some_and(|subject| self.config.declined_subjects.contains(subject));
         let decision = match (&self.config.profile, &record.key) {
             (ProviderProfile::Keyed, Some(key)) => match state.keys.get(key) {
                 Some(stored) if self.retained(stored, now) => {
                     if stored.fingerprint == record.payload_fingerprint {
-                        Decision::Replay {
-                            receipt: stored.receipt.clone(),
-                        }
+                        Decision::Replay(stored.clone())
                     } else {
                         Decision::KeyConflict
                     }
                 }
+                _ if declined => Decision::Decline,
                 _ => Decision::Commit,
             },
+            _ if declined => Decision::Decline,
             _ => Decision::Commit,
         };
 
         match decision {
-            Decision::Replay { receipt } => {
-                record.disposition = Disposition::Replayed {
-                    receipt: receipt.clone(),
-                };
-                Response::json(200, &Receipt { receipt }).header(IDEMPOTENT_REPLAYED, "true")
-            }
+            Decision::Replay(stored) => match (stored.answer, stored.effect) {
+                (Stored::Receipt, Some((receipt, _))) => {
+                    record.disposition = Disposition::Replayed {
+                        receipt: receipt.clone(),
+                    };
+                    Response::json(200, &Receipt { receipt }).header(IDEMPOTENT_REPLAYED, "true")
+                }
+                (Stored::Declined, _) => {
+                    record.disposition = Disposition::Declined { replayed: true };
+                    declined_answer().header(IDEMPOTENT_REPLAYED, "true")
+                }
+                (answer, _) => {
+                    let status = match answer {
+                        Stored::Error(status) => status,
+                        _ => 500,
+                    };
+                    record.disposition = Disposition::Failed {
+                        status,
+                        replayed: true,
+                    };
+                    error_answer(status).header(IDEMPOTENT_REPLAYED, "true")
+                }
+            },
             Decision::KeyConflict => {
                 record.disposition = Disposition::KeyConflict;
                 Response::new(422)
             }
+            Decision::Decline => {
+                // Stripe saves a refusal under the key like any other answer.
+                if let (ProviderProfile::Keyed, Some(key)) = (&self.config.profile, &record.key) {
+                    state.keys.insert(
+                        key.clone(),
+                        StoredKey {
+                            fingerprint: record.payload_fingerprint.clone(),
+                            answer: Stored::Declined,
+                            effect: None,
+                            stored_at_wall_ms: now,
+                        },
+                    );
+                }
+                record.disposition = Disposition::Declined { replayed: false };
+                declined_answer()
+            }
             Decision::Commit => {
                 let receipt = format!("rcpt-{}", state.ledger.effects.len() + 1);
+                let at = self.timeline.now();
                 state.ledger.effects.push(Effect {
-                    at: self.timeline.now(),
+                    at,
                     dispatch: record.number,
                     subject: record.subject.clone(),
                     receipt: receipt.clone(),
                     payload_fingerprint: record.payload_fingerprint.clone(),
                     wall_clock_ms: now,
                 });
-                let remembers = matches!(
-                    self.config.profile,
-                    ProviderProfile::Keyed | ProviderProfile::Lookup
-                );
+                let remembers = self.config.profile == ProviderProfile::Keyed
+                    || self.config.lookup.is_available();
                 if let (true, Some(key)) = (remembers, &record.key) {
                     state.keys.insert(
                         key.clone(),
                         StoredKey {
                             fingerprint: record.payload_fingerprint.clone(),
-                            receipt: receipt.clone(),
+                            answer: Stored::Receipt,
+                            effect: Some((receipt.clone(), at)),
                             stored_at_wall_ms: now,
                         },
                     );
@@ -252,6 +344,44 @@ impl Provider {
                 Response::json(201, &Receipt { receipt })
             }
         }
+    }
+
+    /// A 500 before anything was done; saved under the key when the
+    /// contract says errors are.
+    fn fail(&self, record: &mut Dispatch) -> Response {
+        record.disposition = Disposition::Failed {
+            status: 500,
+            replayed: false,
+        };
+        if let (true, Some(key)) = (self.saves_errors(), &record.key) {
+            let now = self.clock.now_ms();
+            self.lock().keys.insert(
+                key.clone(),
+                StoredKey {
+                    fingerprint: record.payload_fingerprint.clone(),
+                    answer: Stored::Error(500),
+                    effect: None,
+                    stored_at_wall_ms: now,
+                },
+            );
+        }
+        error_answer(500)
+    }
+
+    /// A 500 for a dispatch that was committed: the effect exists (a lookup
+    /// finds it), but the answer says error, and a provider that saves
+    /// errors says so to every retry with the key.
+    fn save_error(&self, record: &Dispatch) -> Response {
+        if let (true, Some(key)) = (self.saves_errors(), &record.key) {
+            if let Some(stored) = self.lock().keys.get_mut(key) {
+                stored.answer = Stored::Error(500);
+            }
+        }
+        error_answer(500)
+    }
+
+    fn saves_errors(&self) -> bool {
+        self.config.saves_errors && self.config.profile == ProviderProfile::Keyed
     }
 
     async fn lose(&self, mode: LossMode) -> Result<Response, Abort> {
@@ -272,4 +402,16 @@ impl Provider {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+fn declined_answer() -> Response {
+    Response::new(DECLINED_STATUS)
+        .header("content-type", "application/json")
+        .body(DECLINED_BODY)
+}
+
+fn error_answer(status: u16) -> Response {
+    Response::new(status)
+        .header("content-type", "application/json")
+        .body(ERROR_BODY)
 }

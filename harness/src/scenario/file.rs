@@ -6,13 +6,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
-use chaos_kit::protocol::{Outcome, ProviderProfile};
+use chaos_kit::protocol::{LookupCapability, Outcome, ProviderProfile};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use super::{
-    Call, Expectations, Identity, NetworkSetup, PayloadVariant, Policy, ProviderSetup, Scenario,
-    ScenarioError, TestKind, Workload,
+    Boundary, Call, Claim, Expectations, Identity, NetworkSetup, OperationSetup, PayloadVariant,
+    Policy, ProviderSetup, Scenario, ScenarioError, TestKind, Workload, DEFAULT_TENANT,
 };
 use crate::fault::FaultFile;
 use crate::input;
@@ -26,14 +26,38 @@ pub(super) fn read(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
 /// The scenario as a file, every key written out.
 pub(super) fn write(scenario: &Scenario) -> String {
     let nowhere = || 0..0;
+    let provider = &scenario.provider;
     let file = ScenarioFile {
         test: scenario.test,
         description: scenario.description.clone(),
+        invariant: Some(scenario.claim.invariant.clone()),
+        boundary: Some(scenario.claim.boundary),
         provider: ProviderFile {
-            profile: scenario.provider.profile,
-            retention: scenario.provider.retention,
-            processing_delay: Some(scenario.provider.processing_delay),
+            profile: provider.profile,
+            retention: provider.retention,
+            processing_delay: Some(provider.processing_delay),
+            lookup: (provider.lookup != LookupCapability::default_for(provider.profile))
+                .then(|| LookupName::of(provider.lookup)),
+            lookup_lag: match provider.lookup {
+                LookupCapability::Lagging(lag) => Some(lag),
+                _ => None,
+            },
+            saves_errors: provider.saves_errors,
+            declines: provider.declines.iter().cloned().collect(),
         },
+        operations: scenario
+            .operations
+            .iter()
+            .filter_map(|setup| {
+                let file = OperationFile {
+                    tenant: (setup.tenant != DEFAULT_TENANT).then(|| setup.tenant.clone()),
+                    subject: (setup.subject != setup.name).then(|| setup.subject.clone()),
+                    key: (setup.key != setup.name).then(|| setup.key.clone()),
+                };
+                let default = file.tenant.is_none() && file.subject.is_none() && file.key.is_none();
+                (!default).then(|| (setup.name.clone(), Spanned::new(nowhere(), file)))
+            })
+            .collect(),
         network: NetworkFile {
             min_latency: scenario.network.min_latency,
             max_latency: scenario.network.max_latency,
@@ -84,7 +108,14 @@ pub(super) fn write(scenario: &Scenario) -> String {
 struct ScenarioFile {
     test: TestKind,
     description: String,
+    /// The release criterion, in words; defaults to the test's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    invariant: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    boundary: Option<Boundary>,
     provider: ProviderFile,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    operations: BTreeMap<String, Spanned<OperationFile>>,
     #[serde(default)]
     network: NetworkFile,
     #[serde(default)]
@@ -113,6 +144,48 @@ struct ProviderFile {
         skip_serializing_if = "Option::is_none"
     )]
     processing_delay: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    lookup: Option<LookupName>,
+    #[serde(
+        default,
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    lookup_lag: Option<Duration>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    saves_errors: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    declines: Vec<String>,
+}
+
+/// `lookup = "..."`, as written; a lag comes apart, in `lookup-lag`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum LookupName {
+    None,
+    Exact,
+    Lagging,
+}
+
+impl LookupName {
+    fn of(lookup: LookupCapability) -> LookupName {
+        match lookup {
+            LookupCapability::None => LookupName::None,
+            LookupCapability::Exact => LookupName::Exact,
+            LookupCapability::Lagging(_) => LookupName::Lagging,
+        }
+    }
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct OperationFile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tenant: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    subject: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    key: Option<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -284,13 +357,6 @@ impl ScenarioFile {
                 "network.min-latency must be at least 1ms and at most network.max-latency".into(),
             ));
         }
-        if self.provider.retention.is_some() && self.provider.profile == ProviderProfile::Blind {
-            return Err(error(
-                "provider.retention has no meaning for a blind provider, which remembers nothing. \
-                 Remove it, or choose profile 'keyed' or 'lookup'"
-                    .into(),
-            ));
-        }
 
         if let Some(field) = &self.workload.free_text_field {
             if field.is_empty() || !field.bytes().all(is_token_byte) {
@@ -421,16 +487,29 @@ impl ScenarioFile {
             }
         }
 
+        let setups = operation_setups(&operations, self.operations, &error_at)?;
+        let provider = self.provider.validate(&operations, &error)?;
+        let claim = Claim {
+            invariant: match self.invariant {
+                Some(text) if text.trim().is_empty() => {
+                    return Err(error(
+                        "invariant = \"\" states nothing; write the release criterion, or remove it for the test's own".into(),
+                    ))
+                }
+                Some(text) => text.trim().to_owned(),
+                None => self.test.default_invariant().to_owned(),
+            },
+            boundary: self.boundary.unwrap_or(Boundary::AcceptedRequest),
+        };
+
         Ok(Scenario {
             name,
             path: path.to_owned(),
             test: self.test,
             description: self.description.trim().to_owned(),
-            provider: ProviderSetup {
-                profile: self.provider.profile,
-                retention: self.provider.retention,
-                processing_delay: self.provider.processing_delay.unwrap_or(Duration::ZERO),
-            },
+            claim,
+            provider,
+            operations: setups,
             network: NetworkSetup {
                 min_latency: self.network.min_latency,
                 max_latency: self.network.max_latency,
@@ -450,6 +529,141 @@ impl ScenarioFile {
             },
         })
     }
+}
+
+impl ProviderFile {
+    fn validate(
+        self,
+        operations: &[&str],
+        error: &impl Fn(String) -> ScenarioError,
+    ) -> Result<ProviderSetup, ScenarioError> {
+        let profile = self.profile;
+        let lookup = match (self.lookup, self.lookup_lag) {
+            (None, None) => LookupCapability::default_for(profile),
+            (Some(LookupName::Lagging), Some(lag)) if !lag.is_zero() => {
+                LookupCapability::Lagging(lag)
+            }
+            (Some(LookupName::Lagging), _) => {
+                return Err(error(
+                    "provider.lookup = \"lagging\" needs provider.lookup-lag, how long a committed effect stays invisible to a lookup (at least 1ms)".into(),
+                ))
+            }
+            (_, Some(_)) => {
+                return Err(error(
+                    "provider.lookup-lag applies to lookup = \"lagging\" only: add it, or remove lookup-lag".into(),
+                ))
+            }
+            (Some(LookupName::None), None) => LookupCapability::None,
+            (Some(LookupName::Exact), None) => LookupCapability::Exact,
+        };
+        match (profile, lookup) {
+            (ProviderProfile::Blind, LookupCapability::None)
+            | (ProviderProfile::Keyed, _)
+            | (ProviderProfile::Lookup, LookupCapability::Exact | LookupCapability::Lagging(_)) => {
+            }
+            (ProviderProfile::Blind, _) => {
+                return Err(error(
+                    "a blind provider cannot be asked: provider.lookup must be \"none\". Choose profile 'lookup' for a provider without dedup that can be asked".into(),
+                ))
+            }
+            (ProviderProfile::Lookup, LookupCapability::None) => {
+                return Err(error(
+                    "a lookup provider without a lookup is blind: choose profile 'blind', or lookup 'exact' or 'lagging'".into(),
+                ))
+            }
+        }
+        if self.saves_errors && profile != ProviderProfile::Keyed {
+            return Err(error(format!(
+                "provider.saves-errors means errors saved under the Idempotency-Key, which only a keyed provider keeps; this one is '{profile}'"
+            )));
+        }
+        if self.retention.is_some() && profile == ProviderProfile::Blind {
+            return Err(error(
+                "provider.retention has no meaning for a blind provider, which remembers nothing. \
+                 Remove it, or choose profile 'keyed' or 'lookup'"
+                    .into(),
+            ));
+        }
+        let mut declines = BTreeSet::new();
+        for operation in self.declines {
+            if !operations.contains(&operation.as_str()) {
+                return Err(error(format!(
+                    "unknown operation '{operation}' in provider.declines. Choose from: {}",
+                    operations.join(", ")
+                )));
+            }
+            declines.insert(operation);
+        }
+        Ok(ProviderSetup {
+            profile,
+            retention: self.retention,
+            processing_delay: self.processing_delay.unwrap_or(Duration::ZERO),
+            lookup,
+            saves_errors: self.saves_errors,
+            declines,
+        })
+    }
+}
+
+/// Every operation's setup, in order of first use: `[operations.NAME]`
+/// where there is one, the defaults (its own tenant-free identity) elsewhere.
+fn operation_setups(
+    operations: &[&str],
+    mut declared: BTreeMap<String, Spanned<OperationFile>>,
+    error_at: &impl Fn(std::ops::Range<usize>, String) -> ScenarioError,
+) -> Result<Vec<OperationSetup>, ScenarioError> {
+    if let Some((name, spanned)) = declared
+        .iter()
+        .find(|(name, _)| !operations.contains(&name.as_str()))
+    {
+        return Err(error_at(
+            spanned.span(),
+            format!(
+                "unknown operation '{name}' in [operations]: no [[call]] runs it. Choose from: {}",
+                operations.join(", ")
+            ),
+        ));
+    }
+    let mut setups: Vec<OperationSetup> = Vec::with_capacity(operations.len());
+    for name in operations {
+        let (span, file) = match declared.remove(*name) {
+            Some(spanned) => (spanned.span(), spanned.into_inner()),
+            None => (0..0, OperationFile::default()),
+        };
+        let label = |field: &str, value: Option<String>, default: &str| {
+            match value {
+            Some(value) if value.is_empty() || !value.bytes().all(is_token_byte) => Err(error_at(
+                span.clone(),
+                format!(
+                    "operations.{name}.{field} '{value}' must be a non-empty name of letters, digits, '_' or '-'"
+                ),
+            )),
+            Some(value) => Ok(value),
+            None => Ok(default.to_owned()),
+        }
+        };
+        let setup = OperationSetup {
+            name: (*name).to_owned(),
+            tenant: label("tenant", file.tenant, DEFAULT_TENANT)?,
+            subject: label("subject", file.subject, name)?,
+            key: label("key", file.key, name)?,
+        };
+        if let Some(other) = setups
+            .iter()
+            .find(|other| other.key == setup.key && other.tenant == setup.tenant)
+        {
+            return Err(error_at(
+                span,
+                format!(
+                    "operations '{}' and '{name}' share key '{}' within tenant '{}': one key in one tenant is one operation. \
+                     Give them one name, or put '{name}' in another tenant",
+                    other.name, setup.key, setup.tenant
+                ),
+            ));
+        }
+        setups.push(setup);
+    }
+    Ok(setups)
 }
 
 fn is_token_byte(byte: u8) -> bool {

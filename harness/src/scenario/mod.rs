@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use chaos_kit::protocol::{Outcome, ProviderProfile};
+use chaos_kit::protocol::{LookupCapability, Outcome, ProviderContract, ProviderProfile};
 use serde::{Deserialize, Serialize};
 
 use crate::fault::Fault;
@@ -32,6 +32,11 @@ pub enum TestKind {
     /// The agent decides a step again: a re-plan, a replay after a crash, a
     /// double approval, parallel subagents.
     RePlan,
+    /// What makes two operations one or two: tenants, keys, shared subjects.
+    OperationIdentity,
+    /// What the downstream service really promises: refusals, saved errors,
+    /// redelivery, lookups that lag.
+    ProviderContract,
     /// Written by `chaos explore`.
     Explored,
 }
@@ -47,7 +52,26 @@ impl TestKind {
             TestKind::ExpiredHistory => "expired-history",
             TestKind::RevokedPermission => "revoked-permission",
             TestKind::RePlan => "re-plan",
+            TestKind::OperationIdentity => "operation-identity",
+            TestKind::ProviderContract => "provider-contract",
             TestKind::Explored => "explored",
+        }
+    }
+
+    /// The release criterion a scenario of this test states when it names
+    /// none: what must hold, and within which conditions.
+    pub fn default_invariant(self) -> &'static str {
+        match self {
+            TestKind::LostResponse => "retries of one approved operation after a lost answer produce no additional accepted requests within the documented retention and recovery conditions",
+            TestKind::ConcurrentAttempts => "attempts of one operation released together produce at most one accepted request",
+            TestKind::ChangedPayload => "the same operation identity with a changed payload is refused as a conflict, with no new accepted request and no old result",
+            TestKind::WorkerRestart => "a worker that dies after dispatch leaves the outcome unknown until it is reconciled, never a second accepted request",
+            TestKind::ExpiredHistory => "a retry after the deduplication history expired is handled by the declared policy, not by assuming deduplication lasts forever",
+            TestKind::RevokedPermission => "after the caller loses access, neither a new dispatch nor a cached result bypasses current authorization",
+            TestKind::RePlan => "one effect per intent, however often the planner decides the step again",
+            TestKind::OperationIdentity => "each genuinely new operation has its own effect, and each tenant sees only its own",
+            TestKind::ProviderContract => "the layer relies only on what the provider's contract promises: no second accepted request, and no certainty the provider did not give",
+            TestKind::Explored => "at most the expected effects per operation, honest outcomes, no disclosure and no dispatch of a changed payload",
         }
     }
 }
@@ -60,6 +84,9 @@ pub enum PayloadVariant {
     Original,
     /// Same subject, different recipient: a different action under the same key.
     Changed,
+    /// Same subject and recipient, a different message: a different action
+    /// under the same key, changed where a recipient check does not look.
+    ChangedBody,
     /// The original with keys reordered and whitespace added: the same action.
     Equivalent,
     /// The same intent as the model re-words it when it decides again: the
@@ -73,6 +100,7 @@ impl PayloadVariant {
         match self {
             PayloadVariant::Original => "original",
             PayloadVariant::Changed => "changed",
+            PayloadVariant::ChangedBody => "changed-body",
             PayloadVariant::Equivalent => "equivalent",
             PayloadVariant::Drifted => "drifted",
         }
@@ -102,6 +130,77 @@ pub enum Policy {
     Allow,
 }
 
+/// Which effect a scenario counts. "One database mutation, one accepted
+/// provider request, and one delivered email are different claims."
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Boundary {
+    /// A request the downstream provider accepted (a charge created, a message
+    /// queued): what the provider's ledger records.
+    AcceptedRequest,
+    /// A row the target wrote in its own database (`[effects] query` of its
+    /// target file, live).
+    DatabaseMutation,
+    /// A message a mail server accepted for delivery (after `DATA`).
+    DeliveredMessage,
+}
+
+impl Boundary {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Boundary::AcceptedRequest => "accepted-request",
+            Boundary::DatabaseMutation => "database-mutation",
+            Boundary::DeliveredMessage => "delivered-message",
+        }
+    }
+}
+
+impl std::fmt::Display for Boundary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a scenario claims, as its release criterion would state it: the
+/// invariant, and the boundary at which effects are counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub invariant: String,
+    pub boundary: Boundary,
+}
+
+/// Who an operation belongs to and what it shares with others, as
+/// `[operations.NAME]` declares it. Labels, not values: the plan turns each
+/// into the run's fresh identities.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperationSetup {
+    pub name: String,
+    /// The caller's tenant: each tenant has its own caller and token.
+    pub tenant: String,
+    /// Operations with the same subject label act on one business object (two
+    /// reminders for one invoice): their effects are told apart by operation.
+    pub subject: String,
+    /// Operations with the same key label carry one Idempotency-Key (a second
+    /// tenant reusing the first's key).
+    pub key: String,
+}
+
+impl OperationSetup {
+    /// An operation that shares nothing: its own subject and key, the
+    /// default tenant.
+    pub fn alone(name: &str) -> OperationSetup {
+        OperationSetup {
+            name: name.to_owned(),
+            tenant: DEFAULT_TENANT.to_owned(),
+            subject: name.to_owned(),
+            key: name.to_owned(),
+        }
+    }
+}
+
+/// The tenant every operation belongs to unless it says otherwise.
+pub const DEFAULT_TENANT: &str = "north";
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
     /// The file stem, e.g. `lost-response-keyed`.
@@ -109,9 +208,12 @@ pub struct Scenario {
     pub path: PathBuf,
     pub test: TestKind,
     pub description: String,
+    pub claim: Claim,
     pub provider: ProviderSetup,
     pub network: NetworkSetup,
     pub workload: Workload,
+    /// Every operation, in order of first use, with its setup.
+    pub operations: Vec<OperationSetup>,
     pub calls: Vec<Call>,
     pub faults: Vec<Fault>,
     pub expect: Expectations,
@@ -119,11 +221,33 @@ pub struct Scenario {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderSetup {
+    /// How it deduplicates (keyed, or not at all) and, by default, whether
+    /// it can be asked.
     pub profile: ProviderProfile,
     /// How long the provider remembers keys (keyed) or receipts (lookup).
     pub retention: Option<Duration>,
     /// Time the provider spends before committing, to widen races.
     pub processing_delay: Duration,
+    /// What its `GET /effects?key=` can tell.
+    pub lookup: LookupCapability,
+    /// Keyed: an error answer (a 5xx) is saved under the key and replayed to
+    /// every retry with that key (Stripe API v1).
+    pub saves_errors: bool,
+    /// Operations whose payloads it refuses definitively (`402
+    /// card_declined`): a refusal to retain, never to retry into an effect.
+    pub declines: BTreeSet<String>,
+}
+
+impl ProviderSetup {
+    /// The contract a target is told about.
+    pub fn contract(&self, retention: Option<Duration>) -> ProviderContract {
+        ProviderContract {
+            profile: self.profile,
+            retention,
+            lookup: self.lookup,
+            saves_errors: self.saves_errors,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,15 +295,12 @@ pub struct Expectations {
 }
 
 impl Scenario {
-    /// Operation names in order of first use.
-    pub fn operations(&self) -> Vec<&str> {
-        let mut seen = Vec::new();
-        for call in &self.calls {
-            if !seen.contains(&call.operation.as_str()) {
-                seen.push(call.operation.as_str());
-            }
-        }
-        seen
+    /// The setup of operation `name`.
+    pub fn setup(&self, name: &str) -> &OperationSetup {
+        self.operations
+            .iter()
+            .find(|setup| setup.name == name)
+            .expect("every operation has a setup")
     }
 
     pub fn expected_effects(&self, operation: &str) -> u32 {

@@ -20,7 +20,6 @@ use std::time::{Duration, UNIX_EPOCH};
 use chaos_kit::clock::Clock;
 use chaos_kit::disk::MemoryDisk;
 use chaos_kit::net::{BoxFuture, Listener};
-use chaos_kit::protocol::ProviderContract;
 use chaos_kit::target::TargetInfo;
 use chaos_kit::TargetEnv;
 
@@ -71,7 +70,7 @@ impl Driver for SimTarget {
 
     fn run(&self, trial: &Trial<'_>, _cancel: &AtomicBool) -> Run {
         Run::Ran {
-            output: simulate(trial, self),
+            output: Box::new(simulate(trial, self)),
             target: self.info.clone(),
         }
     }
@@ -148,10 +147,7 @@ fn simulate(trial: &Trial<'_>, target: &SimTarget) -> RunOutput {
         // connections, the target's memory) is new on every start.
         let disk: Arc<dyn chaos_kit::disk::Disk> = Arc::new(MemoryDisk::new());
         let clock = clock.clone() as Arc<dyn Clock>;
-        let contract = ProviderContract {
-            profile: scenario.provider.profile,
-            retention: scenario.provider.retention,
-        };
+        let contract = scenario.provider.contract(scenario.provider.retention);
         let upstream_timeout = timing.upstream_timeout;
         let serve = target.serve;
         sim.host(TARGET_HOST, move || {

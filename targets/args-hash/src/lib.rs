@@ -32,6 +32,7 @@ pub fn info() -> TargetInfo {
         name: "args-hash".into(),
         summary: "key = hash(tool, args) in memory: check-then-act race, no conflict on changed payload, replays before authz".into(),
         retention: None,
+        after_retention: chaos_kit::target::AfterRetention::NewOperation,
     }
 }
 

@@ -27,6 +27,7 @@ pub fn info() -> TargetInfo {
         // It keeps nothing, but it never says so: no retention is declared, so
         // it is judged as promising what every idempotency layer promises.
         retention: None,
+        after_retention: chaos_kit::target::AfterRetention::NewOperation,
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use crate::clock::SystemClock;
 use crate::disk::Disk;
 use crate::net::TcpNetwork;
-use crate::protocol::{ProviderContract, ProviderProfile};
+use crate::protocol::{LookupCapability, ProviderContract, ProviderProfile};
 use crate::TargetEnv;
 
 /// `host:port` the target must listen on (always on 127.0.0.1).
@@ -31,6 +31,13 @@ pub const PROVIDER_PROFILE: &str = "CHAOS_PROVIDER_PROFILE";
 /// How long the provider remembers keys, in milliseconds; absent when it
 /// remembers nothing (`blind`) or forever.
 pub const PROVIDER_RETENTION_MS: &str = "CHAOS_PROVIDER_RETENTION_MS";
+/// `none`, `exact` or `lagging`: what the provider's `GET /effects?key=` can
+/// tell. Absent: what the profile always offered (`exact`, `none` for blind).
+pub const PROVIDER_LOOKUP: &str = "CHAOS_PROVIDER_LOOKUP";
+/// With `lagging`: how long a committed effect stays invisible, in milliseconds.
+pub const PROVIDER_LOOKUP_LAG_MS: &str = "CHAOS_PROVIDER_LOOKUP_LAG_MS";
+/// `true` when the keyed provider saves a 5xx under the key and replays it.
+pub const PROVIDER_SAVES_ERRORS: &str = "CHAOS_PROVIDER_SAVES_ERRORS";
 /// The retention the target should keep for this run, in milliseconds, when
 /// its target file declares one (live runs shorten it to seconds).
 pub const RETENTION_MS: &str = "CHAOS_RETENTION_MS";
@@ -111,6 +118,24 @@ impl ProcessEnv {
             provider_contract: ProviderContract {
                 profile,
                 retention: millis(PROVIDER_RETENTION_MS)?,
+                lookup: match var(PROVIDER_LOOKUP).as_deref() {
+                    None => LookupCapability::default_for(profile),
+                    Some("none") => LookupCapability::None,
+                    Some("exact") => LookupCapability::Exact,
+                    Some("lagging") => LookupCapability::Lagging(
+                        millis(PROVIDER_LOOKUP_LAG_MS)?.unwrap_or_default(),
+                    ),
+                    Some(other) => {
+                        return Err(EnvError {
+                            variable: PROVIDER_LOOKUP,
+                            problem: format!(
+                                "unknown lookup '{other}'. Choose from: {}",
+                                LookupCapability::NAMES.join(", ")
+                            ),
+                        })
+                    }
+                },
+                saves_errors: var(PROVIDER_SAVES_ERRORS).as_deref() == Some("true"),
             },
             retention: millis(RETENTION_MS)?,
             state_dir: var(STATE_DIR).map(PathBuf::from),
@@ -178,9 +203,9 @@ pub async fn shutdown_signal() {
 
 /// A `--name VALUE` flag a reference target binary takes, with its values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Flag {
+pub struct Flag<'a> {
     pub name: &'static str,
-    pub values: &'static [&'static str],
+    pub values: &'a [&'a str],
 }
 
 /// Parses a reference target's flags (`--weak NAME` switches on a
@@ -190,7 +215,7 @@ pub struct Flag {
 pub fn flags(
     program: &str,
     mut args: impl Iterator<Item = String>,
-    known: &[Flag],
+    known: &[Flag<'_>],
 ) -> Result<BTreeMap<&'static str, String>, String> {
     let usage = || {
         let forms: Vec<String> = known

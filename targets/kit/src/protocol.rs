@@ -39,6 +39,11 @@ pub enum Outcome {
     Pending,
     /// May have happened; the evidence is insufficient.
     Unknown,
+    /// Not done, and nothing of it was started: the target could not begin
+    /// (the authority did not answer, its store refused the claim). Safe to
+    /// retry. Unlike `unknown`, it says the effect did not happen; unlike
+    /// `rejected`, it is not final.
+    Failed,
     /// Definitively not done (the provider refused, or policy did).
     Rejected,
     /// The key was reused with a different payload.
@@ -48,11 +53,12 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 7] = [
+    pub const ALL: [Outcome; 8] = [
         Outcome::Applied,
         Outcome::Replayed,
         Outcome::Pending,
         Outcome::Unknown,
+        Outcome::Failed,
         Outcome::Rejected,
         Outcome::Conflict,
         Outcome::Denied,
@@ -64,6 +70,7 @@ impl Outcome {
             Outcome::Replayed => "replayed",
             Outcome::Pending => "pending",
             Outcome::Unknown => "unknown",
+            Outcome::Failed => "failed",
             Outcome::Rejected => "rejected",
             Outcome::Conflict => "conflict",
             Outcome::Denied => "denied",
@@ -78,7 +85,7 @@ impl Outcome {
 
     /// A definitive answer ends the agent's retries: the agent knows what happened.
     pub fn is_definitive(self) -> bool {
-        !matches!(self, Outcome::Pending | Outcome::Unknown)
+        !matches!(self, Outcome::Pending | Outcome::Unknown | Outcome::Failed)
     }
 
     /// Says the effect exists.
@@ -93,6 +100,9 @@ impl Outcome {
             Outcome::Replayed => 200,
             Outcome::Pending => 409,
             Outcome::Unknown => 503,
+            // Only the body can say it: a bare 503 stays `unknown`, the
+            // reading that never invites a second effect.
+            Outcome::Failed => 503,
             Outcome::Rejected => 400,
             Outcome::Conflict => 422,
             Outcome::Denied => 403,
@@ -168,7 +178,8 @@ impl AnswerBody {
 pub enum ProviderProfile {
     /// Honours `Idempotency-Key` within a retention window, replays the first
     /// answer (with `Idempotent-Replayed: true`), 422 on a different body
-    /// (Stripe-like). No lookup.
+    /// (Stripe-like). Objects can be fetched: `GET /effects?key=` finds
+    /// receipts, unless the contract says its lookup is `none`.
     Keyed,
     /// No dedup: every POST is an effect; but `GET /effects?key=` finds receipts.
     Lookup,
@@ -215,6 +226,69 @@ impl fmt::Display for ProviderProfile {
 pub struct ProviderContract {
     pub profile: ProviderProfile,
     pub retention: Option<std::time::Duration>,
+    /// What `GET /effects?key=` can tell.
+    pub lookup: LookupCapability,
+    /// A keyed provider that saves an error answer (a 5xx) under the key and
+    /// replays it on every retry with that key, as Stripe's API v1 documents:
+    /// re-sending then teaches nothing, and only a lookup can.
+    pub saves_errors: bool,
+}
+
+impl ProviderContract {
+    /// The contract of `profile` as it always was: lookups where the profile
+    /// has them, exact, and no saved errors.
+    pub fn of(profile: ProviderProfile, retention: Option<std::time::Duration>) -> Self {
+        ProviderContract {
+            profile,
+            retention,
+            lookup: LookupCapability::default_for(profile),
+            saves_errors: false,
+        }
+    }
+}
+
+/// What a provider's lookup (`GET /effects?key=`) can tell about a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LookupCapability {
+    /// No lookup: `501`.
+    None,
+    /// Every committed effect is found; `404` means it never happened.
+    Exact,
+    /// An eventually consistent search: an effect is found only once it is
+    /// this old, and `404` before that. A `404` inside the lag proves nothing.
+    Lagging(std::time::Duration),
+}
+
+impl LookupCapability {
+    pub const NAMES: [&'static str; 3] = ["none", "exact", "lagging"];
+
+    /// What a profile offers unless its contract says otherwise.
+    pub fn default_for(profile: ProviderProfile) -> LookupCapability {
+        match profile {
+            ProviderProfile::Keyed | ProviderProfile::Lookup => LookupCapability::Exact,
+            ProviderProfile::Blind => LookupCapability::None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LookupCapability::None => "none",
+            LookupCapability::Exact => "exact",
+            LookupCapability::Lagging(_) => "lagging",
+        }
+    }
+
+    /// How long a committed effect stays invisible to a lookup.
+    pub fn lag(self) -> std::time::Duration {
+        match self {
+            LookupCapability::Lagging(lag) => lag,
+            _ => std::time::Duration::ZERO,
+        }
+    }
+
+    pub fn is_available(self) -> bool {
+        self != LookupCapability::None
+    }
 }
 
 /// What the provider answers to an accepted effect.
@@ -267,7 +341,8 @@ mod tests {
 
     #[test]
     fn default_statuses_round_trip() {
-        for outcome in Outcome::ALL {
+        // `failed` shares 503 with `unknown` and is told apart by its body.
+        for outcome in Outcome::ALL.into_iter().filter(|o| *o != Outcome::Failed) {
             let replayed = outcome == Outcome::Replayed;
             assert_eq!(
                 Outcome::from_status(outcome.default_status(), replayed),

@@ -15,9 +15,57 @@ pub struct TargetInfo {
     /// One line: what this target is and where it is meant to be weak.
     pub summary: String,
     /// How long the target promises to remember an operation. `None` promises
-    /// forever. A retry after this window may be treated as a new operation:
-    /// that is the only post-retention policy protocol v1 knows.
+    /// forever.
     pub retention: Option<Duration>,
+    /// What a retry past `retention` gets.
+    #[serde(default)]
+    pub after_retention: AfterRetention,
+}
+
+/// A target's declared policy for a retry of an operation it no longer
+/// remembers (past its retention).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum AfterRetention {
+    /// The retry is a new operation: one new effect is allowed.
+    #[default]
+    NewOperation,
+    /// The retry is refused (`rejected`), with no dispatch.
+    Refuse,
+    /// The target looks the key up at the provider before any dispatch, and
+    /// answers from what it finds; only a key the provider does not know is
+    /// dispatched anew.
+    Reconcile,
+}
+
+impl AfterRetention {
+    pub const ALL: [AfterRetention; 3] = [
+        AfterRetention::NewOperation,
+        AfterRetention::Refuse,
+        AfterRetention::Reconcile,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AfterRetention::NewOperation => "new-operation",
+            AfterRetention::Refuse => "refuse",
+            AfterRetention::Reconcile => "reconcile",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<AfterRetention> {
+        AfterRetention::ALL
+            .into_iter()
+            .find(|policy| policy.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for AfterRetention {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// The tool named by a `POST /tools/{tool}` request.

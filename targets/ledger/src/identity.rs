@@ -13,7 +13,7 @@
 
 use chaos_kit::canonical;
 use chaos_kit::http::Request;
-use chaos_kit::protocol::{IDEMPOTENCY_KEY, RUN_ID, STEP_ID, TOOL_USE_ID};
+use chaos_kit::protocol::{IDEMPOTENCY_KEY, RUN_ID, STEP_ID, TOOL_USE_ID, TRACEPARENT};
 use serde_json::Value;
 
 /// The arguments of this ledger's tools that are free text the model may
@@ -37,15 +37,24 @@ pub enum KeyFrom {
     /// `runtime-ledger`. A caller that sends no run structure (protocol v1)
     /// is keyed by its Idempotency-Key.
     Structure,
+    /// WEAK (`subject-key`): the tool and the business subject alone, "only
+    /// an invoice ID". An invoice may legitimately receive several
+    /// reminders: the second is taken for a retry of the first and never sent.
+    Subject,
+    /// WEAK (`trace-key`): the conversation's trace id. One conversation
+    /// holds several distinct actions; all but the first become replays.
+    Trace,
 }
 
 impl KeyFrom {
-    pub const NAMES: [&'static str; 2] = ["caller", "structure"];
+    pub const NAMES: [&'static str; 4] = ["caller", "structure", "subject", "trace"];
 
     pub fn parse(name: &str) -> Option<KeyFrom> {
         match name {
             "caller" => Some(KeyFrom::Caller),
             "structure" => Some(KeyFrom::Structure),
+            "subject" => Some(KeyFrom::Subject),
+            "trace" => Some(KeyFrom::Trace),
             _ => None,
         }
     }
@@ -58,6 +67,26 @@ impl KeyFrom {
                 .map(str::to_owned)
                 .ok_or_else(|| "an Idempotency-Key header is required".to_owned())
         };
+        let scope = || {
+            arguments
+                .get(BUSINESS_SCOPE)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        };
+        match self {
+            KeyFrom::Subject => return Ok(format!("{tool}/{}", scope())),
+            KeyFrom::Trace => {
+                // `00-<trace id>-<span id>-01`: the trace id alone.
+                return match request
+                    .header_value(TRACEPARENT)
+                    .and_then(|trace| trace.split('-').nth(1))
+                {
+                    Some(trace) => Ok(format!("trace/{trace}")),
+                    None => caller_key(),
+                };
+            }
+            KeyFrom::Caller | KeyFrom::Structure => {}
+        }
         let (KeyFrom::Structure, Some(run), Some(step)) = (
             self,
             request.header_value(RUN_ID),
@@ -72,18 +101,16 @@ impl KeyFrom {
                 None => caller_key(),
             };
         }
-        let scope = arguments
-            .get(BUSINESS_SCOPE)
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        Ok(format!("{run}/{step}/{scope}"))
+        Ok(format!("{run}/{step}/{}", scope()))
     }
 
     /// What an operation is bound to: a later call under its key with
     /// another fingerprint is a conflict.
     pub fn fingerprint(self, arguments: &Value) -> String {
         match self {
-            KeyFrom::Caller => canonical::value_fingerprint(arguments),
+            KeyFrom::Caller | KeyFrom::Subject | KeyFrom::Trace => {
+                canonical::value_fingerprint(arguments)
+            }
             KeyFrom::Structure => canonical::intent_fingerprint(arguments, &FREE_TEXT),
         }
     }

@@ -42,11 +42,11 @@ use std::time::Duration;
 
 use chaos_kit::canonical;
 use chaos_kit::clock::millis;
-use chaos_kit::http::{self, Abort, Request, Response};
+use chaos_kit::http::{self, Abort, CallFailure, Request, Response};
 use chaos_kit::net::Listener;
 use chaos_kit::protocol::{AnswerBody, Outcome, ProviderProfile};
-use chaos_kit::target::{self, TargetInfo};
-use chaos_kit::upstream::{self, Dispatch, Lookup};
+use chaos_kit::target::{self, AfterRetention, TargetInfo};
+use chaos_kit::upstream::{self, AmbiguousDispatch, Dispatch, Lookup};
 use chaos_kit::TargetEnv;
 
 pub use identity::KeyFrom;
@@ -61,37 +61,111 @@ pub fn info() -> TargetInfo {
         name: "ledger".into(),
         summary: "durable claim per (tenant, tool, key), payload fingerprint, honest states, reconcile, authz on every attempt".into(),
         retention: Some(RETENTION),
+        after_retention: chaos_kit::target::AfterRetention::NewOperation,
     }
 }
 
-/// The flags every ledger binary takes: `--weak NAME` (one of `weaknesses`,
-/// read by `parse`) and `--key caller|structure`.
+/// A deliberate weakness of the shared logic, whatever the store
+/// (`--weak NAME` on every ledger binary, a sim variant each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weakness {
+    /// A key reused with another payload is answered from the stored record
+    /// instead of with `conflict`, as many idempotency middlewares do.
+    IgnorePayload,
+    /// Records are scoped by (tool, key) without the tenant: a second
+    /// tenant's caller reusing a key is answered with the first's result.
+    Tenantless,
+    /// An expired record is taken for no record, without the atomic claim:
+    /// every concurrent retry past the retention dispatches.
+    ExpiryRace,
+    /// A lookup's `404` is taken as proof the effect never happened, even
+    /// from a provider whose lookup lags behind its commits.
+    TrustsMissing,
+    /// A connection the provider reset is taken for a request it never
+    /// processed (a timeout stays ambiguous): the record is dropped and the
+    /// answer is `failed`, so the retry sends again.
+    ResetIsFailure,
+}
+
+impl Weakness {
+    pub const NAMES: [&'static str; 5] = [
+        "ignore-payload",
+        "tenantless",
+        "expiry-race",
+        "trusts-missing",
+        "reset-is-failure",
+    ];
+
+    pub fn parse(name: &str) -> Option<Weakness> {
+        match name {
+            "ignore-payload" => Some(Weakness::IgnorePayload),
+            "tenantless" => Some(Weakness::Tenantless),
+            "expiry-race" => Some(Weakness::ExpiryRace),
+            "trusts-missing" => Some(Weakness::TrustsMissing),
+            "reset-is-failure" => Some(Weakness::ResetIsFailure),
+            _ => None,
+        }
+    }
+}
+
+/// What every ledger binary's flags set besides its store's own weaknesses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuning {
+    pub weakness: Option<Weakness>,
+    pub key_from: KeyFrom,
+    pub after_retention: AfterRetention,
+}
+
+/// The flags every ledger binary takes: `--weak NAME` (one of its store's
+/// `store_weaknesses`, read by `parse`, or a [`Weakness`] of the shared
+/// logic), `--key caller|structure|subject|trace` and `--after
+/// new-operation|refuse|reconcile`.
 pub fn flags<W>(
     program: &str,
     args: impl Iterator<Item = String>,
-    weaknesses: &'static [&'static str],
+    store_weaknesses: &[&str],
     parse: impl Fn(&str) -> Option<W>,
-) -> Result<(Option<W>, KeyFrom), String> {
+) -> Result<(Option<W>, Tuning), String> {
+    let weaknesses: Vec<&str> = store_weaknesses
+        .iter()
+        .copied()
+        .chain(Weakness::NAMES)
+        .collect();
+    let policies: Vec<&str> = AfterRetention::ALL
+        .iter()
+        .map(|policy| policy.as_str())
+        .collect();
     let given = chaos_kit::process::flags(
         program,
         args,
         &[
             chaos_kit::process::Flag {
                 name: "--weak",
-                values: weaknesses,
+                values: &weaknesses,
             },
             chaos_kit::process::Flag {
                 name: "--key",
                 values: &KeyFrom::NAMES,
             },
+            chaos_kit::process::Flag {
+                name: "--after",
+                values: &policies,
+            },
         ],
     )?;
-    let weakness = given.get("--weak").and_then(|name| parse(name));
-    let key_from = given
-        .get("--key")
-        .and_then(|name| KeyFrom::parse(name))
-        .unwrap_or(KeyFrom::Caller);
-    Ok((weakness, key_from))
+    let weak = given.get("--weak");
+    let tuning = Tuning {
+        weakness: weak.and_then(|name| Weakness::parse(name)),
+        key_from: given
+            .get("--key")
+            .and_then(|name| KeyFrom::parse(name))
+            .unwrap_or(KeyFrom::Caller),
+        after_retention: given
+            .get("--after")
+            .and_then(|name| AfterRetention::parse(name))
+            .unwrap_or_default(),
+    };
+    Ok((weak.and_then(|name| parse(name)), tuning))
 }
 
 /// The same ledger, agent-idempotent: the key is derived from the run's
@@ -101,29 +175,40 @@ pub fn runtime_info() -> TargetInfo {
         name: "runtime-ledger".into(),
         summary: "the ledger keyed by (run, step, tool, business scope) and bound by intent (executor_v2): one effect per intent across re-plans".into(),
         retention: Some(RETENTION),
+        after_retention: chaos_kit::target::AfterRetention::NewOperation,
     }
 }
 
 /// How a ledger process is set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
-    /// How long an operation is remembered; past it a retry is a new operation.
+    /// How long an operation is remembered.
     pub retention: Duration,
-    /// Deliberately weakened (`file-ledger --weak ignore-payload`): a key
-    /// reused with another payload is answered from the stored record instead
-    /// of with `conflict`, as many idempotency middlewares do. The agent gets
-    /// the old result for arguments that were never approved.
-    pub ignore_payload: bool,
+    /// What a retry past the retention gets.
+    pub after_retention: AfterRetention,
     /// Where an operation's identity comes from.
     pub key_from: KeyFrom,
+    /// A deliberate weakness, if this is a weakened variant.
+    pub weakness: Option<Weakness>,
 }
 
 impl Options {
     pub fn new(retention: Duration) -> Options {
         Options {
             retention,
-            ignore_payload: false,
+            after_retention: AfterRetention::NewOperation,
             key_from: KeyFrom::Caller,
+            weakness: None,
+        }
+    }
+
+    /// These options, as a binary's flags tune them.
+    pub fn tuned(self, tuning: Tuning) -> Options {
+        Options {
+            after_retention: tuning.after_retention,
+            key_from: tuning.key_from,
+            weakness: tuning.weakness,
+            ..self
         }
     }
 }
@@ -132,7 +217,8 @@ struct Ledger<S> {
     env: TargetEnv,
     store: S,
     retention: Duration,
-    ignore_payload: bool,
+    after_retention: AfterRetention,
+    weakness: Option<Weakness>,
     key_from: KeyFrom,
     /// What the attempts in this process are doing with each operation now.
     at_work: Mutex<BTreeMap<Scope, Work>>,
@@ -164,6 +250,68 @@ pub async fn serve_runtime(
     serve_with(listener, shutdown, env, store, options).await
 }
 
+/// Declares the ledger's variants that run in the simulator: each its name,
+/// what it is, and the options it serves with, on the environment's disk.
+macro_rules! variants {
+    ($($serve:ident, $info:ident: $name:literal, $summary:literal, $after:expr, $options:expr;)+) => {
+        $(
+            pub fn $info() -> TargetInfo {
+                TargetInfo {
+                    name: $name.into(),
+                    summary: $summary.into(),
+                    retention: Some(RETENTION),
+                    after_retention: $after,
+                }
+            }
+
+            pub async fn $serve(
+                listener: impl Listener,
+                shutdown: impl std::future::Future<Output = ()>,
+                env: TargetEnv,
+            ) -> io::Result<()> {
+                let store = DiskStore::new(env.disk.clone());
+                let options: Options = $options;
+                serve_with(listener, shutdown, env, store, options).await
+            }
+        )+
+    };
+}
+
+variants! {
+    serve_refusing, refusing_info: "refusing-ledger",
+        "the ledger whose policy past its retention is to refuse a retry (rejected, no dispatch)",
+        AfterRetention::Refuse,
+        Options { after_retention: AfterRetention::Refuse, ..Options::new(RETENTION) };
+    serve_reconciling, reconciling_info: "reconciling-ledger",
+        "the ledger that, past its retention, looks the key up at the provider before sending anything",
+        AfterRetention::Reconcile,
+        Options { after_retention: AfterRetention::Reconcile, ..Options::new(RETENTION) };
+    serve_subject_key, subject_key_info: "subject-key",
+        "WEAK: the ledger keyed by tool and invoice alone: a second reminder for one invoice is never sent",
+        AfterRetention::NewOperation,
+        Options { key_from: KeyFrom::Subject, ..Options::new(RETENTION) };
+    serve_trace_key, trace_key_info: "trace-key",
+        "WEAK: the ledger keyed by the conversation's trace id: every action after a conversation's first is merged into it",
+        AfterRetention::NewOperation,
+        Options { key_from: KeyFrom::Trace, ..Options::new(RETENTION) };
+    serve_tenantless, tenantless_info: "tenantless",
+        "WEAK: the ledger scoping records by (tool, key) without the tenant: one tenant's key answers another's",
+        AfterRetention::NewOperation,
+        Options { weakness: Some(Weakness::Tenantless), ..Options::new(RETENTION) };
+    serve_expiry_race, expiry_race_info: "expiry-race",
+        "WEAK: the ledger whose claim ignores expiry: every concurrent retry past the retention dispatches",
+        AfterRetention::NewOperation,
+        Options { weakness: Some(Weakness::ExpiryRace), ..Options::new(RETENTION) };
+    serve_trusts_missing, trusts_missing_info: "trusts-missing",
+        "WEAK: the ledger that takes a lagging lookup's 404 for proof the effect never happened",
+        AfterRetention::NewOperation,
+        Options { weakness: Some(Weakness::TrustsMissing), ..Options::new(RETENTION) };
+    serve_reset_is_failure, reset_is_failure_info: "reset-is-failure",
+        "WEAK: the ledger that takes a provider's reset for a request never processed (a timeout stays unknown) and sends again",
+        AfterRetention::NewOperation,
+        Options { weakness: Some(Weakness::ResetIsFailure), ..Options::new(RETENTION) };
+}
+
 /// Serves the ledger over any record store.
 pub async fn serve_with<S: RecordStore>(
     listener: impl Listener,
@@ -176,7 +324,8 @@ pub async fn serve_with<S: RecordStore>(
         env,
         store,
         retention: options.retention,
-        ignore_payload: options.ignore_payload,
+        after_retention: options.after_retention,
+        weakness: options.weakness,
         key_from: options.key_from,
         at_work: Mutex::new(BTreeMap::new()),
     });
@@ -210,8 +359,14 @@ impl<S: RecordStore> Ledger<S> {
         let grant = match upstream::introspect(&self.env, token).await {
             Some(grant) if grant.allows(tool) => grant,
             Some(_) => return AnswerBody::outcome(Outcome::Denied),
-            // Not a denial: nothing is known about the caller. Nothing is done either.
-            None => return unknown("authority unreachable; nothing was done"),
+            // Not a denial: nothing is known about the caller, and nothing is
+            // done. Not `failed` either: without the caller's tenant there is
+            // no record to read, and an earlier attempt may have done it.
+            None => {
+                return unknown(
+                    "the authority did not answer; nothing was done by this attempt, and without it the operation's record cannot be read",
+                )
+            }
         };
 
         // 2. Scope and payload binding.
@@ -222,8 +377,13 @@ impl<S: RecordStore> Ledger<S> {
             Ok(key) => key,
             Err(why) => return rejected(&why),
         };
+        let tenant = match self.weakness {
+            // WEAK: one tenant's key is every tenant's.
+            Some(Weakness::Tenantless) => String::new(),
+            _ => grant.tenant.unwrap_or_default(),
+        };
         let scope = Scope {
-            tenant: grant.tenant.unwrap_or_default(),
+            tenant,
             tool: tool.to_owned(),
             key,
         };
@@ -235,8 +395,43 @@ impl<S: RecordStore> Ledger<S> {
         let payload = canonical::canonical_json(&arguments);
         let fresh = Record::pending(&scope.to_string(), &payload, fingerprint, now);
         let mut attempt = self.begin(&scope);
-        let claim = match self.forget_if_expired(&scope, now).await {
-            Ok(()) => self.store.claim(&scope, &fresh).await,
+        let claim = match self.expired(&scope, now).await {
+            Ok(None) => self.store.claim(&scope, &fresh).await,
+            Ok(Some(expired)) => match (self.after_retention, self.weakness) {
+                (AfterRetention::Refuse, _) => {
+                    return rejected(&format!(
+                        "this operation is past the {} this layer remembers operations for, and its policy is to refuse such a retry; start a new operation if it is meant",
+                        humantime_like(self.retention)
+                    ))
+                }
+                (AfterRetention::Reconcile, _) => {
+                    return self
+                        .reconcile_expired(tool, &scope, expired, fresh, &mut attempt)
+                        .await
+                }
+                (AfterRetention::NewOperation, Some(Weakness::ExpiryRace)) => {
+                    // WEAK: it read "expired", took that for "absent", and
+                    // acts on the read: dispatch first, record after. Every
+                    // retry that read before the first one recorded sends.
+                    attempt.won();
+                    let result = upstream::dispatch(
+                        &self.env,
+                        tool,
+                        &fresh.downstream_key,
+                        fresh.payload.clone().into(),
+                    )
+                    .await;
+                    let _ = self.store.forget(&scope, expired.created_at_ms).await;
+                    let _ = self.store.claim(&scope, &fresh).await;
+                    return self.settle(tool, &scope, fresh, result).await;
+                }
+                (AfterRetention::NewOperation, _) => {
+                    match self.store.forget(&scope, expired.created_at_ms).await {
+                        Ok(()) => self.store.claim(&scope, &fresh).await,
+                        Err(error) => Err(error),
+                    }
+                }
+            },
             Err(error) => Err(error),
         };
         let existing = match claim {
@@ -245,9 +440,10 @@ impl<S: RecordStore> Ledger<S> {
                 return self.dispatch(tool, &scope, fresh).await;
             }
             Ok(Claim::Taken(existing)) => existing,
+            // The store could not say whether an earlier attempt claimed it.
             Err(error) => {
                 return unknown(&format!(
-                    "the record store failed ({error}); nothing was done"
+                    "the record store failed ({error}); nothing was done by this attempt"
                 ))
             }
         };
@@ -290,14 +486,15 @@ impl<S: RecordStore> Ledger<S> {
     /// `conflict` when the key was first used with another payload (unless the
     /// ledger was weakened to ignore payloads).
     fn payload_conflict(&self, existing: &Record, fresh: &Record) -> Option<AnswerBody> {
-        (existing.fingerprint != fresh.fingerprint && !self.ignore_payload).then(|| {
+        let ignores_payload = self.weakness == Some(Weakness::IgnorePayload);
+        (existing.fingerprint != fresh.fingerprint && !ignores_payload).then(|| {
             AnswerBody::outcome(Outcome::Conflict)
                 .with_reason("this Idempotency-Key was used with a different payload")
         })
     }
 
     /// Step 4: dispatch under the scope's downstream key and record what came back.
-    async fn dispatch(&self, tool: &str, scope: &Scope, record: Record) -> AnswerBody {
+    async fn dispatch(&self, tool: &str, scope: &Scope, mut record: Record) -> AnswerBody {
         let result = upstream::dispatch(
             &self.env,
             tool,
@@ -305,6 +502,7 @@ impl<S: RecordStore> Ledger<S> {
             record.payload.clone().into(),
         )
         .await;
+        record.dispatch_ended_at_ms = Some(self.env.clock.now_ms());
         self.settle(tool, scope, record, result).await
     }
 
@@ -335,6 +533,13 @@ impl<S: RecordStore> Ledger<S> {
                     reason: reason.clone(),
                 };
                 rejected(&reason)
+            }
+            // WEAK: a reset read as "not processed", which it need not be.
+            Dispatch::Ambiguous(AmbiguousDispatch::Call(CallFailure::Reset))
+                if self.weakness == Some(Weakness::ResetIsFailure) =>
+            {
+                let _ = self.store.forget(scope, record.created_at_ms).await;
+                return failed("the provider dropped the connection; nothing was done");
             }
             // 5. The provider may have acted: say so, and reconcile on the next attempt.
             Dispatch::Ambiguous(_) => {
@@ -368,8 +573,12 @@ impl<S: RecordStore> Ledger<S> {
     /// died), using only what the provider's contract makes safe.
     async fn reconcile(&self, tool: &str, scope: &Scope, record: Record) -> AnswerBody {
         let contract = self.env.provider_contract;
+        // Re-sending to a provider that saved its error under the key only
+        // brings the error back: only a lookup can tell (Stripe API v1).
+        let ask = contract.profile == ProviderProfile::Lookup
+            || (contract.saves_errors && contract.lookup.is_available());
         match contract.profile {
-            ProviderProfile::Lookup => {
+            _ if ask => {
                 // A lookup only proves absence while the provider still keeps
                 // receipts: past its retention, "not found" is forgetting, not
                 // evidence, and re-sending would do the effect twice (issue 5).
@@ -391,6 +600,12 @@ impl<S: RecordStore> Ledger<S> {
                         )
                         .await
                     }
+                    // A lagging lookup does not see a recent effect: its
+                    // "not found" is proof only once the lag has passed.
+                    Lookup::NotFound if !self.lag_has_passed(&record) => unknown(&format!(
+                        "the provider's lookup lags by {} behind its commits, and the earlier dispatch is more recent: not found proves nothing yet; retry later",
+                        humantime_like(contract.lookup.lag())
+                    )),
                     // The earlier dispatch never took effect: doing it now is the first time.
                     Lookup::NotFound => self.dispatch(tool, scope, record).await,
                     Lookup::Unsupported | Lookup::Failed => {
@@ -409,8 +624,60 @@ impl<S: RecordStore> Ledger<S> {
                     )
                 }
             }
-            ProviderProfile::Blind => unknown(
+            ProviderProfile::Lookup | ProviderProfile::Blind => unknown(
                 "the provider offers no way to learn whether the earlier dispatch took effect",
+            ),
+        }
+    }
+
+    /// Whether a lookup's "not found" now proves the dispatch of `record`
+    /// never took effect: the provider's lookup lag has passed since it.
+    fn lag_has_passed(&self, record: &Record) -> bool {
+        let lag = millis(self.env.provider_contract.lookup.lag());
+        // Without the time (a store that keeps no such column), the worst
+        // case: the dispatch ran its whole upstream timeout after the claim.
+        let ended_at = record
+            .dispatch_ended_at_ms
+            .unwrap_or_else(|| record.created_at_ms + millis(self.env.upstream_timeout));
+        self.weakness == Some(Weakness::TrustsMissing)
+            || self.env.clock.now_ms().saturating_sub(ended_at) >= lag
+    }
+
+    /// Past the retention, under the policy `reconcile`: the provider is
+    /// asked about the operation's downstream key before anything is sent.
+    /// Found, the operation happened, and the retry is its replay; not
+    /// found (the provider forgot too, or it never happened), it is a new
+    /// operation, claimed and dispatched as one.
+    async fn reconcile_expired(
+        &self,
+        tool: &str,
+        scope: &Scope,
+        expired: Record,
+        fresh: Record,
+        attempt: &mut Attempt<'_, S>,
+    ) -> AnswerBody {
+        match upstream::lookup(&self.env, &expired.downstream_key).await {
+            Lookup::Found { receipt } => AnswerBody::outcome(Outcome::Replayed)
+                .with_result(target::tool_result(tool, &receipt))
+                .with_receipt(receipt),
+            Lookup::NotFound => {
+                let claim = match self.store.forget(scope, expired.created_at_ms).await {
+                    Ok(()) => self.store.claim(scope, &fresh).await,
+                    Err(error) => Err(error),
+                };
+                match claim {
+                    Ok(Claim::Won) => {
+                        attempt.won();
+                        self.dispatch(tool, scope, fresh).await
+                    }
+                    Ok(Claim::Taken(_)) => in_flight(),
+                    Err(error) => unknown(&format!(
+                        "the record store failed ({error}); nothing was done by this attempt"
+                    )),
+                }
+            }
+            Lookup::Unsupported | Lookup::Failed => unknown(
+                "this operation is past this layer's retention, and the provider could not be asked about it",
             ),
         }
     }
@@ -426,32 +693,31 @@ impl<S: RecordStore> Ledger<S> {
             .is_none_or(|retention| age < millis(retention))
     }
 
-    /// Drops a record older than the retention: past it, the declared policy is
-    /// that a retry is a new operation.
+    /// The record of `scope`, if it is older than the retention: past it,
+    /// the declared policy decides what a retry gets.
     ///
     /// A claim this process is still working on is live work, not history,
-    /// however old its clock says it is: forgetting it would let a second
-    /// claim dispatch beside it, and its worker would then overwrite that
-    /// claim when it settles (found by `chaos explore`, issue 5: a clock jump
-    /// while a dispatch was in flight). Who works on it is looked at again
-    /// after the read, right before the removal, because the read may wait on
-    /// a database while another attempt takes the operation over.
-    async fn forget_if_expired(&self, scope: &Scope, now: u64) -> Result<(), StoreError> {
+    /// however old its clock says it is: treating it as expired would let a
+    /// second claim dispatch beside it, and its worker would then overwrite
+    /// that claim when it settles (found by `chaos explore`, issue 5: a clock
+    /// jump while a dispatch was in flight). Who works on it is looked at
+    /// again after the read, because the read may wait on a database while
+    /// another attempt takes the operation over.
+    async fn expired(&self, scope: &Scope, now: u64) -> Result<Option<Record>, StoreError> {
+        // WEAK (expiry-race): what it read decides, live work or not.
+        let racy = self.weakness == Some(Weakness::ExpiryRace);
         let worked_on = || {
-            lock(&self.at_work)
-                .get(scope)
-                .is_some_and(|work| work.owners > 0)
+            !racy
+                && lock(&self.at_work)
+                    .get(scope)
+                    .is_some_and(|work| work.owners > 0)
         };
         if worked_on() {
-            return Ok(());
+            return Ok(None);
         }
-        if let Some(record) = self.store.load(scope).await? {
-            let expired = now.saturating_sub(record.created_at_ms) >= millis(self.retention);
-            if expired && !worked_on() {
-                self.store.forget(scope, record.created_at_ms).await?;
-            }
-        }
-        Ok(())
+        Ok(self.store.load(scope).await?.filter(|record| {
+            now.saturating_sub(record.created_at_ms) >= millis(self.retention) && !worked_on()
+        }))
     }
 
     /// Counts an attempt as claiming `scope` until it learns how its claim went.
@@ -567,6 +833,21 @@ fn in_flight() -> AnswerBody {
 
 fn rejected(reason: &str) -> AnswerBody {
     AnswerBody::outcome(Outcome::Rejected).with_reason(reason)
+}
+
+fn failed(reason: &str) -> AnswerBody {
+    AnswerBody::outcome(Outcome::Failed).with_reason(reason)
+}
+
+/// A duration as a reason reads it (`7days`, `50ms`).
+fn humantime_like(duration: Duration) -> String {
+    let ms = millis(duration);
+    match ms {
+        ms if ms % 86_400_000 == 0 => format!("{}days", ms / 86_400_000),
+        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+        ms if ms % 1_000 == 0 => format!("{}s", ms / 1_000),
+        ms => format!("{ms}ms"),
+    }
 }
 
 fn unknown(reason: &str) -> AnswerBody {

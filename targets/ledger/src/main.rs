@@ -1,4 +1,4 @@
-//! `file-ledger [--weak ignore-payload] [--key caller|structure]`: the ledger
+//! `file-ledger [--weak NAME] [--key FROM] [--after POLICY]`: the ledger
 //! as a real process, its records in a directory of fsynced files (one per
 //! operation), so a SIGKILL loses only what was in memory.
 //!
@@ -12,22 +12,16 @@ use chaos_kit::disk::FileDisk;
 use chaos_kit::process::{self, ProcessEnv};
 use target_ledger::DiskStore;
 
-/// The deliberately weakened modes this binary offers.
-const WEAKNESSES: [&str; 1] = ["ignore-payload"];
-
 fn main() -> std::process::ExitCode {
-    let (ignore_payload, key_from) = match target_ledger::flags(
-        "file-ledger",
-        std::env::args().skip(1),
-        &WEAKNESSES,
-        |name| (name == "ignore-payload").then_some(()),
-    ) {
-        Ok((weakness, key_from)) => (weakness.is_some(), key_from),
-        Err(message) => {
-            eprintln!("file-ledger: {message}");
-            return std::process::ExitCode::from(2);
-        }
-    };
+    // Its store has no weaknesses of its own; the shared logic's are all here.
+    let tuning =
+        match target_ledger::flags("file-ledger", std::env::args().skip(1), &[], |_| None::<()>) {
+            Ok((_, tuning)) => tuning,
+            Err(message) => {
+                eprintln!("file-ledger: {message}");
+                return std::process::ExitCode::from(2);
+            }
+        };
     process::run("file-ledger", move |env: ProcessEnv| async move {
         let dir = env
             .state_dir
@@ -47,11 +41,7 @@ fn main() -> std::process::ExitCode {
             process::shutdown_signal(),
             target_env,
             DiskStore::new(disk),
-            target_ledger::Options {
-                retention,
-                ignore_payload,
-                key_from,
-            },
+            target_ledger::Options::new(retention).tuned(tuning),
         )
         .await?;
         Ok(())

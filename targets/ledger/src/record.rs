@@ -13,6 +13,11 @@ pub struct Record {
     /// every attempt and after every restart.
     pub downstream_key: String,
     pub created_at_ms: u64,
+    /// When its last dispatch ended, answered or not: the effect may have
+    /// been committed up to then, so a lagging lookup's "not found" proves
+    /// nothing until the lag has passed since. Absent in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch_ended_at_ms: Option<u64>,
     pub state: RecordState,
 }
 
@@ -52,6 +57,7 @@ impl Record {
             payload: canonical_payload.to_owned(),
             downstream_key: format!("ledger-{}", canonical::fingerprint(scope)),
             created_at_ms: now_ms,
+            dispatch_ended_at_ms: None,
             state: RecordState::Pending,
         }
     }

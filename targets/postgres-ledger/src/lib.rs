@@ -299,6 +299,8 @@ fn record_of(row: &Row) -> Result<Record, StoreError> {
         payload: row.get("payload"),
         downstream_key: row.get("downstream_key"),
         created_at_ms: created_at_ms as u64,
+        // Not a column: the ledger bounds it from the claim's time.
+        dispatch_ended_at_ms: None,
         state,
     })
 }

@@ -1,4 +1,4 @@
-//! `postgres-ledger [--weak check-then-insert] [--key caller|structure]`: the ledger as a process, its
+//! `postgres-ledger [--weak NAME] [--key FROM] [--after POLICY]`: the ledger as a process, its
 //! records in PostgreSQL (`DATABASE_URL`, by default the machine's `test`
 //! database). Started by chaos from `target.toml` beside this crate.
 
@@ -8,7 +8,7 @@ use target_postgres_ledger::{PgStore, Weakness};
 const DEFAULT_DATABASE_URL: &str = "postgresql://postgres@127.0.0.1:5432/test";
 
 fn main() -> std::process::ExitCode {
-    let (weakness, key_from) = match target_ledger::flags(
+    let (weakness, tuning) = match target_ledger::flags(
         "postgres-ledger",
         std::env::args().skip(1),
         &Weakness::NAMES,
@@ -32,10 +32,7 @@ fn main() -> std::process::ExitCode {
             process::shutdown_signal(),
             target_env,
             store,
-            target_ledger::Options {
-                key_from,
-                ..target_ledger::Options::new(retention)
-            },
+            target_ledger::Options::new(retention).tuned(tuning),
         )
         .await?;
         Ok(())

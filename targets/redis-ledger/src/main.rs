@@ -1,4 +1,4 @@
-//! `redis-ledger [--weak provider-ttl] [--key caller|structure]`: the ledger as a process, its records
+//! `redis-ledger [--weak NAME] [--key FROM] [--after POLICY]`: the ledger as a process, its records
 //! in Redis (`REDIS_URL`, by default the machine's Redis on 127.0.0.1:6379).
 //! Started by chaos from `target.toml` beside this crate.
 
@@ -8,7 +8,7 @@ use target_redis_ledger::{RedisStore, Weakness};
 const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379/";
 
 fn main() -> std::process::ExitCode {
-    let (weakness, key_from) = match target_ledger::flags(
+    let (weakness, tuning) = match target_ledger::flags(
         "redis-ledger",
         std::env::args().skip(1),
         &Weakness::NAMES,
@@ -33,10 +33,7 @@ fn main() -> std::process::ExitCode {
             process::shutdown_signal(),
             target_env,
             store,
-            target_ledger::Options {
-                key_from,
-                ..target_ledger::Options::new(retention)
-            },
+            target_ledger::Options::new(retention).tuned(tuning),
         )
         .await?;
         Ok(())

@@ -13,7 +13,7 @@ use serde::Serialize;
 use super::record::{AttemptRecord, SeedFailure};
 use super::{verdict_label, CellSummary, Payloads, Summary};
 use crate::check::Status;
-use crate::history::{AttemptEnd, Disposition};
+use crate::history::AttemptEnd;
 use timeline::Timeline;
 
 const TEMPLATE: &str = include_str!("report.html");
@@ -77,6 +77,10 @@ struct Case {
     reason: String,
     rerun: String,
     counts: String,
+    /// The claim that broke: the scenario's invariant, at its boundary.
+    invariant: String,
+    /// Why the cell allows more effects than its scenario file, if it does.
+    note: Option<String>,
     seeds: Vec<SeedView>,
 }
 
@@ -197,7 +201,12 @@ fn page(summary: &Summary) -> Page {
                 .collect();
             MatrixRow {
                 scenario: scenario.name.clone(),
-                description: scenario.description.lines().next().unwrap_or("").to_owned(),
+                description: format!(
+                    "{} | invariant ({}): {}",
+                    scenario.description.lines().next().unwrap_or(""),
+                    scenario.boundary,
+                    scenario.invariant
+                ),
                 all_passed: cells
                     .iter()
                     .all(|cell| cell.as_ref().is_none_or(|cell| cell.class == "pass")),
@@ -224,6 +233,13 @@ fn page(summary: &Summary) -> Page {
                 cell.seeds_run,
                 cell.effects_text()
             ),
+            invariant: summary
+                .scenario(&cell.scenario)
+                .map(|scenario| format!("{} ({})", scenario.invariant, scenario.boundary))
+                .unwrap_or_default(),
+            note: summary
+                .target(&cell.target)
+                .and_then(|target| cell.expectation_note(target)),
             seeds: cell
                 .failures
                 .iter()
@@ -292,13 +308,7 @@ fn seed_view(failure: &SeedFailure, open: bool) -> SeedView {
                     .dispatches
                     .iter()
                     .map(|dispatch| {
-                        let disposition = match &dispatch.disposition {
-                            Disposition::Committed { receipt } => format!("committed {receipt}"),
-                            Disposition::Replayed { receipt } => format!("replayed {receipt}"),
-                            Disposition::KeyConflict => "key conflict".into(),
-                            Disposition::Dropped => "dropped by a fault".into(),
-                            Disposition::Malformed => "malformed".into(),
-                        };
+                        let disposition = dispatch.disposition.describe();
                         (
                             format!("#{}", dispatch.number),
                             format!("{} ms", dispatch.at),

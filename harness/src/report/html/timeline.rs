@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use crate::fault::{Declared, LoseResponse};
-use crate::history::{AttemptEnd, Disposition, Ms};
+use crate::history::{AttemptEnd, Ms};
 use crate::report::record::{
     target_answer, AttemptRecord, Consequence, FaultRecord, Role, SeedFailure,
 };
@@ -265,19 +265,10 @@ pub fn layout(failure: &SeedFailure) -> Timeline {
 
     let dispatch_y = provider.y + LANE_PAD + ROW / 2.0;
     for dispatch in &dispatches {
-        let (class, what) = match &dispatch.disposition {
-            Disposition::Committed { receipt } => ("committed", format!("committed {receipt}")),
-            Disposition::Replayed { receipt } => (
-                "replayed",
-                format!("answered from its idempotency store ({receipt})"),
-            ),
-            Disposition::KeyConflict => (
-                "key-conflict",
-                "refused: key reused with another body".into(),
-            ),
-            Disposition::Dropped => ("dropped", "never acted on (a fault dropped it)".into()),
-            Disposition::Malformed => ("malformed", "refused: the body was not JSON".into()),
-        };
+        let (class, what) = (
+            dispatch.disposition.class(),
+            dispatch.disposition.describe(),
+        );
         marks.push(Mark {
             kind: "dispatch",
             lane: "provider",
