@@ -18,8 +18,12 @@
 //!
 //! [retention]                         # optional: omit to promise to remember forever
 //! period = "7days"
-//! after = "new-operation"
+//! after = "new-operation"             # or "refuse", or "reconcile"
 //! shorten = true                      # it reads CHAOS_RETENTION_MS
+//!
+//! [effects]                           # optional: effects are rows in the target's database
+//! database = "postgresql://postgres@127.0.0.1:5432/test"
+//! query = "SELECT id::text FROM reminders WHERE invoice = $1"
 //! ```
 
 use std::collections::BTreeMap;
@@ -54,6 +58,19 @@ pub struct TargetFile {
     /// Status overrides for answers whose body names no outcome.
     pub status: BTreeMap<u16, Outcome>,
     pub(crate) retention: Option<Retention>,
+    /// Where the effects are, when they are rows in the target's own
+    /// database rather than requests to the provider.
+    pub effects: Option<EffectsQuery>,
+}
+
+/// `[effects]`: the query that lists an operation's effects in the
+/// target's PostgreSQL database, one row per effect, its first column the
+/// effect's reference as the target reports it (its receipt); `$1` is the
+/// operation's subject (the workload's subject field, e.g. the invoice).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EffectsQuery {
+    pub database: String,
+    pub query: String,
 }
 
 /// What the target promises to remember, and what it does after.
@@ -146,6 +163,15 @@ struct File {
     status: Option<Spanned<BTreeMap<String, Outcome>>>,
     #[serde(default)]
     retention: Option<RetentionFile>,
+    #[serde(default)]
+    effects: Option<Spanned<EffectsFile>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct EffectsFile {
+    database: String,
+    query: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -281,6 +307,38 @@ impl File {
             workdir
         };
 
+        let effects = match self.effects {
+            Some(effects) => {
+                let span = effects.span();
+                let effects = effects.into_inner();
+                if !effects.database.starts_with("postgres://")
+                    && !effects.database.starts_with("postgresql://")
+                {
+                    return Err(error_at(
+                        span,
+                        format!(
+                            "effects.database '{}' is not a PostgreSQL connection string; write postgresql://user@host:port/database",
+                            effects.database
+                        ),
+                    ));
+                }
+                let placeholders = (1..=9)
+                    .filter(|n| effects.query.contains(&format!("${n}")))
+                    .collect::<Vec<_>>();
+                if placeholders != [1] {
+                    return Err(error_at(
+                        span,
+                        "effects.query must use exactly one placeholder, $1, for the operation's subject, e.g. SELECT id::text FROM reminders WHERE invoice = $1".into(),
+                    ));
+                }
+                Some(EffectsQuery {
+                    database: effects.database,
+                    query: effects.query,
+                })
+            }
+            None => None,
+        };
+
         Ok(TargetFile {
             name,
             summary: self.summary.trim().to_owned(),
@@ -296,6 +354,7 @@ impl File {
                 after: retention.after,
                 shorten: retention.shorten,
             }),
+            effects,
         })
     }
 }
@@ -407,5 +466,48 @@ command = ["python3", "server.py"]
         );
         let message = parse("name = \"a\"\n").unwrap_err().to_string();
         assert!(message.contains("missing field `command`"), "{message}");
+    }
+
+    #[test]
+    fn an_effects_query_is_read_with_its_database() {
+        let file = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[effects]\ndatabase = \"postgresql://u@h:5432/d\"\nquery = \"SELECT 1 WHERE x = $1\"\n"
+        ))
+        .unwrap();
+        let effects = file.effects.unwrap();
+        assert_eq!(effects.database, "postgresql://u@h:5432/d");
+        assert!(effects.query.contains("$1"));
+    }
+
+    #[test]
+    fn an_effects_database_must_be_postgresql() {
+        let message = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[effects]\ndatabase = \"mysql://h/d\"\nquery = \"SELECT 1 WHERE x = $1\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            message.contains("not a PostgreSQL connection string"),
+            "{message}"
+        );
+        assert!(
+            message.contains("postgresql://user@host:port/database"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn an_effects_query_takes_exactly_the_subject() {
+        for query in ["SELECT 1", "SELECT 1 WHERE a = $1 AND b = $2"] {
+            let message = parse(&format!(
+                "name = \"a\"\n{MINIMAL}[effects]\ndatabase = \"postgres://h/d\"\nquery = \"{query}\"\n"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(
+                message.contains("exactly one placeholder, $1"),
+                "{query}: {message}"
+            );
+        }
     }
 }

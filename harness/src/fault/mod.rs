@@ -207,6 +207,14 @@ impl Fault {
         self.rule().live()
     }
 
+    /// Whether it acts on a dispatch to the provider (so it needs one).
+    /// Asked of the rule itself, so a new kind needs no entry here; nth
+    /// counts past a scenario's size are never reached anyway.
+    pub(crate) fn acts_on_dispatches(&self) -> bool {
+        const DISPATCHES_ASKED: u32 = 4096;
+        (1..=DISPATCHES_ASKED).any(|nth| self.verdict(Event::Dispatch(nth)).is_some())
+    }
+
     pub(crate) fn re_plans(&self) -> bool {
         self.rule().re_plans()
     }

@@ -15,6 +15,7 @@
 //! [`RunOutput`], judged by the same checkers; a trial that could not run at
 //! all is an honest `unknown`.
 
+mod effects;
 mod error;
 mod launch;
 mod net;
@@ -38,7 +39,7 @@ use crate::roles::agent::{self, Script, StatusMapping};
 use crate::roles::clock::{HarnessClock, RealTimeline, Timeline};
 use crate::roles::nemesis::{Crashes, Due};
 use crate::roles::Cast;
-use crate::scenario::Scenario;
+use crate::scenario::{Boundary, Scenario};
 use crate::sweep::Transport;
 use crate::target_file::TargetFile;
 use crate::trial::{Driver, Run};
@@ -196,7 +197,11 @@ async fn drive(
         why,
     })?;
 
+    in_database(trial, target)?;
+
     let timeline: Arc<dyn Timeline> = Arc::new(RealTimeline::start());
+    // The same instant on the wall clock, to place rows the database stamped.
+    let wall_start = std::time::SystemTime::now();
     let cast = Cast::new(
         trial,
         timeline.clone(),
@@ -341,8 +346,59 @@ async fn drive(
     }
     process.kill();
     drop(stop);
-    let output = cast.finish(timeline.now(), error.map(|error| error.to_string()));
+    let mut output = cast.finish(timeline.now(), error.map(|error| error.to_string()));
+    if let Some(query) = &target.effects {
+        match effects::read(query, trial).await {
+            Ok(rows) => effects::record(
+                &mut output.ledger,
+                rows,
+                &scenario.workload.tool,
+                wall_start,
+            ),
+            Err(why) => {
+                output
+                    .error
+                    .get_or_insert(format!("target '{}' [effects]: {why}", target.name));
+            }
+        }
+    }
     Ok(Some((output, time.target_retention)))
+}
+
+/// Refuses a pairing whose claim and effects do not meet: a target whose
+/// effects are rows in its database is judged only by scenarios that claim
+/// one database mutation, and with no fault that waits for a dispatch to
+/// the provider (it never comes).
+fn in_database(trial: &Trial<'_>, target: &TargetFile) -> Result<()> {
+    let scenario = trial.scenario;
+    let not_live = |why: String| {
+        Err(Error::NotLive {
+            scenario: scenario.name.clone(),
+            why,
+        }
+        .into())
+    };
+    let claims_rows = scenario.claim.boundary == Boundary::DatabaseMutation;
+    match (&target.effects, claims_rows) {
+        (None, true) => not_live(format!(
+            "it claims one database mutation per operation (boundary = \"database-mutation\"), and target '{}' has no [effects] query to count its rows; add one to its target file, or run a scenario whose boundary is at the provider",
+            target.name
+        )),
+        (Some(_), false) => not_live(format!(
+            "target '{}' keeps its effects in its database ([effects] in its target file), and the scenario claims {} (boundary = \"{}\"); run scenarios with boundary = \"database-mutation\", e.g. scenarios/database/*.toml",
+            target.name,
+            scenario.claim.boundary.describe(),
+            scenario.claim.boundary.as_str()
+        )),
+        (Some(_), true) => match scenario.faults.iter().find(|fault| fault.acts_on_dispatches()) {
+            Some(fault) => not_live(format!(
+                "fault '{fault}' acts on dispatches to the provider, and target '{}' writes its effects to its own database without one; use faults on the agent's side (lose-response at target-to-agent, delay, replan, crash-agent, revoke, clock)",
+                target.name
+            )),
+            None => Ok(()),
+        },
+        (None, false) => Ok(()),
+    }
 }
 
 /// Refuses a target that listens on its port beyond 127.0.0.1.

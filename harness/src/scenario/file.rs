@@ -32,7 +32,7 @@ pub(super) fn write(scenario: &Scenario) -> String {
         description: scenario.description.clone(),
         invariant: Some(scenario.claim.invariant.clone()),
         boundary: Some(scenario.claim.boundary),
-        provider: ProviderFile {
+        provider: Some(ProviderFile {
             profile: provider.profile,
             retention: provider.retention,
             processing_delay: Some(provider.processing_delay),
@@ -44,7 +44,7 @@ pub(super) fn write(scenario: &Scenario) -> String {
             },
             saves_errors: provider.saves_errors,
             declines: provider.declines.iter().cloned().collect(),
-        },
+        }),
         operations: scenario
             .operations
             .iter()
@@ -113,7 +113,9 @@ struct ScenarioFile {
     invariant: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     boundary: Option<Boundary>,
-    provider: ProviderFile,
+    /// Optional only for a scenario whose effects are database rows.
+    #[serde(default)]
+    provider: Option<ProviderFile>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     operations: BTreeMap<String, Spanned<OperationFile>>,
     #[serde(default)]
@@ -126,6 +128,20 @@ struct ScenarioFile {
     fault: Vec<Spanned<FaultFile>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     expect: Option<Spanned<ExpectFile>>,
+}
+
+impl ProviderFile {
+    fn blind() -> ProviderFile {
+        ProviderFile {
+            profile: ProviderProfile::Blind,
+            retention: None,
+            processing_delay: None,
+            lookup: None,
+            lookup_lag: None,
+            saves_errors: false,
+            declines: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -488,7 +504,19 @@ impl ScenarioFile {
         }
 
         let setups = operation_setups(&operations, self.operations, &error_at)?;
-        let provider = self.provider.validate(&operations, &error)?;
+        let boundary = self.boundary.unwrap_or(Boundary::AcceptedRequest);
+        let provider = match self.provider {
+            Some(provider) => provider,
+            // Nothing downstream deduplicates a row the target writes itself:
+            // the provider, unused by such a target, stands in as blind.
+            None if boundary == Boundary::DatabaseMutation => ProviderFile::blind(),
+            None => {
+                return Err(error(format!(
+                    "missing [provider]: a scenario with boundary = \"{boundary}\" counts effects at the provider; add [provider] with profile = \"keyed\", \"lookup\" or \"blind\" (only boundary = \"database-mutation\" may leave it out)"
+                )))
+            }
+        };
+        let provider = provider.validate(&operations, &error)?;
         let claim = Claim {
             invariant: match self.invariant {
                 Some(text) if text.trim().is_empty() => {
@@ -499,7 +527,7 @@ impl ScenarioFile {
                 Some(text) => text.trim().to_owned(),
                 None => self.test.default_invariant().to_owned(),
             },
-            boundary: self.boundary.unwrap_or(Boundary::AcceptedRequest),
+            boundary,
         };
 
         Ok(Scenario {

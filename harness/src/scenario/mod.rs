@@ -153,6 +153,15 @@ impl Boundary {
             Boundary::DeliveredMessage => "delivered-message",
         }
     }
+
+    /// The claim in words, as a sentence's object.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Boundary::AcceptedRequest => "one accepted provider request per operation",
+            Boundary::DatabaseMutation => "one database mutation per operation",
+            Boundary::DeliveredMessage => "one delivered message per operation",
+        }
+    }
 }
 
 impl std::fmt::Display for Boundary {
@@ -524,5 +533,96 @@ operation = "reminder"
         let text = MINIMAL.replace("\"24h\"", "\"a day\"");
         let message = parse(&text).unwrap_err().to_string();
         assert!(message.contains("scenarios/example.toml:7:"), "{message}");
+    }
+
+    #[test]
+    fn a_database_scenario_may_leave_out_the_provider() {
+        let text = MINIMAL
+            .replace("[provider]\nprofile = \"keyed\"\nretention = \"24h\"\n", "")
+            .replace(
+                "description = \"minimal\"",
+                "description = \"rows\"\nboundary = \"database-mutation\"",
+            );
+        let scenario = parse(&text).unwrap();
+        assert_eq!(scenario.claim.boundary, Boundary::DatabaseMutation);
+        assert_eq!(scenario.provider.profile, ProviderProfile::Blind);
+    }
+
+    #[test]
+    fn only_a_database_scenario_may_leave_out_the_provider() {
+        let text = MINIMAL.replace("[provider]\nprofile = \"keyed\"\nretention = \"24h\"\n", "");
+        let message = parse(&text).unwrap_err().to_string();
+        assert!(message.contains("missing [provider]"), "{message}");
+        assert!(message.contains("database-mutation"), "{message}");
+    }
+
+    #[test]
+    fn an_unknown_boundary_names_the_choices() {
+        let text = MINIMAL.replace(
+            "description = \"minimal\"",
+            "description = \"x\"\nboundary = \"database\"",
+        );
+        let message = parse(&text).unwrap_err().to_string();
+        for choice in ["accepted-request", "database-mutation", "delivered-message"] {
+            assert!(message.contains(choice), "{message}");
+        }
+    }
+
+    #[test]
+    fn an_empty_invariant_is_refused_and_a_missing_one_is_the_tests() {
+        let text = MINIMAL.replace(
+            "description = \"minimal\"",
+            "description = \"x\"\ninvariant = \"  \"",
+        );
+        let message = parse(&text).unwrap_err().to_string();
+        assert!(message.contains("states nothing"), "{message}");
+        let scenario = parse(MINIMAL).unwrap();
+        assert_eq!(
+            scenario.claim.invariant,
+            TestKind::LostResponse.default_invariant()
+        );
+        assert_eq!(scenario.claim.boundary, Boundary::AcceptedRequest);
+    }
+
+    #[test]
+    fn a_lagging_lookup_needs_its_lag_and_only_it_takes_one() {
+        let lagging = MINIMAL.replace(
+            "retention = \"24h\"",
+            "retention = \"24h\"\nlookup = \"lagging\"",
+        );
+        let message = parse(&lagging).unwrap_err().to_string();
+        assert!(message.contains("needs provider.lookup-lag"), "{message}");
+        let exact = MINIMAL.replace(
+            "retention = \"24h\"",
+            "retention = \"24h\"\nlookup = \"exact\"\nlookup-lag = \"5ms\"",
+        );
+        let message = parse(&exact).unwrap_err().to_string();
+        assert!(message.contains("lookup = \"lagging\" only"), "{message}");
+    }
+
+    #[test]
+    fn saved_errors_belong_to_a_keyed_provider() {
+        let text = MINIMAL
+            .replace("profile = \"keyed\"", "profile = \"lookup\"")
+            .replace(
+                "retention = \"24h\"",
+                "retention = \"24h\"\nsaves-errors = true",
+            );
+        let message = parse(&text).unwrap_err().to_string();
+        assert!(message.contains("only a keyed provider keeps"), "{message}");
+    }
+
+    #[test]
+    fn declines_name_a_known_operation() {
+        let text = MINIMAL.replace(
+            "retention = \"24h\"",
+            "retention = \"24h\"\ndeclines = [\"remider\"]",
+        );
+        let message = parse(&text).unwrap_err().to_string();
+        assert!(
+            message.contains("unknown operation 'remider' in provider.declines"),
+            "{message}"
+        );
+        assert!(message.contains("Choose from: reminder"), "{message}");
     }
 }
