@@ -358,11 +358,12 @@ fn a_live_clock_jump_is_waited_out_and_says_so() {
 }
 
 /// The scenarios whose effects are rows in the target's own database.
-const DATABASE_SCENARIOS: [&str; 4] = [
+const DATABASE_SCENARIOS: [&str; 5] = [
     "database/database-changed-payload",
     "database/database-concurrent-attempts",
     "database/database-lost-response",
     "database/database-two-reminders-one-invoice",
+    "database/database-worker-restart",
 ];
 
 /// Issue 11: "for effects inside one database, place the business write and
@@ -386,9 +387,9 @@ fn an_inbox_writing_row_and_record_in_one_transaction_passes_every_database_scen
 }
 
 /// Issue 11: the row and its record in two transactions is caught where
-/// attempts race, and only there.
+/// attempts race and where a worker dies between the two, and only there.
 #[test]
-fn an_inbox_writing_row_and_record_in_two_transactions_is_caught_at_concurrent_attempts() {
+fn an_inbox_writing_row_and_record_in_two_transactions_is_caught_at_races_and_crashes() {
     // A real race, as for postgres-ledger's check-then-insert: it shows on
     // most of 10 trials, and the cell fails if it shows once.
     let summary = run(
@@ -399,6 +400,13 @@ fn an_inbox_writing_row_and_record_in_two_transactions_is_caught_at_concurrent_a
     assert_caught(
         &summary,
         "database-concurrent-attempts",
+        &[Check::DuplicateEffect],
+    );
+    // The kill lands in the gap between the two transactions: the retry
+    // finds no record and writes the reminder again.
+    assert_caught(
+        &summary,
+        "database-worker-restart",
         &[Check::DuplicateEffect],
     );
     for scenario in ["database-changed-payload", "database-lost-response"] {
@@ -443,14 +451,15 @@ fn a_claim_and_effects_that_do_not_meet_are_unknown_with_the_reason() {
     );
 
     // A fault on the provider's dispatches never comes for a target that
-    // writes rows: refused by name, not waited for.
+    // writes rows (but a crash after the Nth commit, the Nth row, does):
+    // refused by name, not waited for.
     let dir = common::temp_dir("database-dispatch-fault");
     let path = dir.join("database-crash.toml");
     std::fs::write(
         &path,
         r#"
-test = "worker-restart"
-description = "a crash at a dispatch that never comes"
+test = "lost-response"
+description = "a lost answer from a provider that is never called"
 boundary = "database-mutation"
 
 [[call]]
@@ -458,10 +467,10 @@ operation = "reminder"
 attempts = 4
 
 [[fault]]
-kind = "crash-target"
-at = "after-commit"
+kind = "lose-response"
+hop = "provider-to-target"
 nth = 1
-restart-after = "10ms"
+mode = "hold"
 "#,
     )
     .unwrap();

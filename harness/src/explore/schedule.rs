@@ -53,6 +53,9 @@ pub const RETENTIONS: [Option<Duration>; 3] = [
 /// that would make every reconcile unsound, for any target; a late commit is
 /// what a `delay` or `lose-response` fault says openly.
 pub const MAX_PROCESSING_DELAY_MS: u64 = 3;
+/// A lagging lookup hides a commit for at most this long: a few agent
+/// retries' worth, so a reconciler meets the lag and can still outwait it.
+pub const MAX_LOOKUP_LAG_MS: u64 = 200;
 /// Latencies: at least 1 ms (the validator's floor), at most this.
 pub const MAX_LATENCY_MS: u64 = 3;
 
@@ -132,19 +135,32 @@ fn provider(profile: Option<ProviderProfile>) -> impl Strategy<Value = ProviderS
         ]
         .boxed(),
     };
+    // The contract's capabilities apart from the profile: mostly what the
+    // profile always offered, sometimes a lookup that lags or none at all,
+    // sometimes saved errors. `normalized` drops what a profile cannot have.
+    let lookup = prop_oneof![
+        4 => Just(None),
+        1 => (1..=MAX_LOOKUP_LAG_MS)
+            .prop_map(|lag| Some(LookupCapability::Lagging(Duration::from_millis(lag)))),
+        1 => Just(Some(LookupCapability::None)),
+    ];
     (
         profile,
         prop_oneof![3 => Just(0usize), 1 => Just(1), 1 => Just(2)],
         prop_oneof![3 => Just(0u64), 1 => 1..=MAX_PROCESSING_DELAY_MS],
+        lookup,
+        prop_oneof![3 => Just(false), 1 => Just(true)],
     )
-        .prop_map(|(profile, retention, delay)| ProviderSetup {
-            profile,
-            retention: RETENTIONS[retention],
-            processing_delay: Duration::from_millis(delay),
-            lookup: LookupCapability::default_for(profile),
-            saves_errors: false,
-            declines: Default::default(),
-        })
+        .prop_map(
+            |(profile, retention, delay, lookup, saves_errors)| ProviderSetup {
+                profile,
+                retention: RETENTIONS[retention],
+                processing_delay: Duration::from_millis(delay),
+                lookup: lookup.unwrap_or(LookupCapability::default_for(profile)),
+                saves_errors,
+                declines: Default::default(),
+            },
+        )
 }
 
 fn network() -> impl Strategy<Value = NetworkSetup> {
@@ -167,8 +183,20 @@ impl Case {
                 *call = (*call).clamp(1, calls);
             }
         }
-        if self.provider.profile == ProviderProfile::Blind {
-            self.provider.retention = None;
+        let provider = &mut self.provider;
+        match provider.profile {
+            ProviderProfile::Blind => {
+                provider.retention = None;
+                provider.lookup = LookupCapability::None;
+            }
+            // A lookup provider that cannot be asked is blind: keep it askable.
+            ProviderProfile::Lookup if provider.lookup == LookupCapability::None => {
+                provider.lookup = LookupCapability::Exact;
+            }
+            _ => {}
+        }
+        if provider.profile != ProviderProfile::Keyed {
+            provider.saves_errors = false;
         }
         // A call the planner never decides again has nothing for its
         // identity to say: it is stable (the validator refuses otherwise).
@@ -356,6 +384,20 @@ fn simpler_provider(provider: &ProviderSetup) -> Vec<ProviderSetup> {
             ..provider.clone()
         });
     }
+    // What the profile always offered is simpler than any other capability.
+    let usual = LookupCapability::default_for(provider.profile);
+    if provider.lookup != usual {
+        simpler.push(ProviderSetup {
+            lookup: usual,
+            ..provider.clone()
+        });
+    }
+    if provider.saves_errors {
+        simpler.push(ProviderSetup {
+            saves_errors: false,
+            ..provider.clone()
+        });
+    }
     simpler
 }
 
@@ -418,6 +460,49 @@ mod tests {
                 .unwrap()
                 .current();
             assert_eq!(case.provider.profile, ProviderProfile::Lookup);
+        }
+    }
+
+    /// Issue 11: explore reaches the provider's contracts, not only its
+    /// profiles: lagging and absent lookups and saved errors are drawn.
+    #[test]
+    fn the_contracts_capabilities_are_drawn_too() {
+        let mut runner = TestRunner::deterministic();
+        let (mut lagging, mut no_lookup, mut saves_errors) = (0, 0, 0);
+        for _ in 0..400 {
+            let case = cases(Some(ProviderProfile::Keyed))
+                .new_tree(&mut runner)
+                .unwrap()
+                .current();
+            match case.provider.lookup {
+                LookupCapability::Lagging(lag) => {
+                    assert!(lag.as_millis() as u64 <= MAX_LOOKUP_LAG_MS);
+                    lagging += 1;
+                }
+                LookupCapability::None => no_lookup += 1,
+                LookupCapability::Exact => {}
+            }
+            saves_errors += u32::from(case.provider.saves_errors);
+        }
+        assert!(lagging > 0 && no_lookup > 0 && saves_errors > 0);
+    }
+
+    #[test]
+    fn a_profile_never_gets_a_capability_it_cannot_have() {
+        let mut runner = TestRunner::deterministic();
+        for _ in 0..200 {
+            let blind = cases(Some(ProviderProfile::Blind))
+                .new_tree(&mut runner)
+                .unwrap()
+                .current();
+            assert_eq!(blind.provider.lookup, LookupCapability::None);
+            assert!(!blind.provider.saves_errors);
+            let lookup = cases(Some(ProviderProfile::Lookup))
+                .new_tree(&mut runner)
+                .unwrap()
+                .current();
+            assert_ne!(lookup.provider.lookup, LookupCapability::None);
+            assert!(!lookup.provider.saves_errors);
         }
     }
 }

@@ -35,42 +35,85 @@ pub(crate) struct Row {
     pub(crate) key: Option<String>,
 }
 
-/// Reads every operation's rows (each distinct subject once).
-pub(crate) async fn read(query: &EffectsQuery, trial: &Trial<'_>) -> Result<Vec<Row>, String> {
-    let (client, connection) = tokio_postgres::connect(&query.database, NoTls)
-        .await
-        .map_err(|error| {
-            format!(
-                "failed to connect to the effects database {}: {error}",
-                query.database
-            )
-        })?;
-    let connection = tokio::spawn(connection);
-    let statement = client.prepare(&query.query).await.map_err(|error| {
-        format!(
-            "the effects query does not prepare ({error}); it must take $1, the operation's subject, and return {COLUMNS}"
-        )
-    })?;
-    let subjects: BTreeSet<&str> = trial
-        .operations
-        .iter()
-        .map(|operation| operation.subject.as_str())
-        .collect();
-    let mut rows = Vec::new();
-    for subject in subjects {
-        let found = client
-            .query(&statement, &[&subject])
+/// A connection to the target's database with its query prepared, for
+/// the subjects of one trial.
+pub(crate) struct Effects {
+    client: tokio_postgres::Client,
+    connection: tokio::task::JoinHandle<()>,
+    statement: tokio_postgres::Statement,
+    subjects: Vec<String>,
+    /// How many rows [`Effects::new_rows`] has reported so far.
+    seen: u32,
+}
+
+impl Effects {
+    pub(crate) async fn open(query: &EffectsQuery, trial: &Trial<'_>) -> Result<Effects, String> {
+        let (client, connection) = tokio_postgres::connect(&query.database, NoTls)
             .await
             .map_err(|error| {
-                format!("the effects query failed for subject '{subject}': {error}")
+                format!(
+                    "failed to connect to the effects database {}: {error}",
+                    query.database
+                )
             })?;
-        for row in found {
-            rows.push(decode(subject, &row)?);
-        }
+        let connection = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let statement = client.prepare(&query.query).await.map_err(|error| {
+            format!(
+                "the effects query does not prepare ({error}); it must take $1, the operation's subject, and return {COLUMNS}"
+            )
+        })?;
+        let subjects: BTreeSet<&str> = trial
+            .operations
+            .iter()
+            .map(|operation| operation.subject.as_str())
+            .collect();
+        Ok(Effects {
+            client,
+            connection,
+            statement,
+            subjects: subjects.into_iter().map(str::to_owned).collect(),
+            seen: 0,
+        })
     }
-    drop(client);
-    connection.abort();
-    Ok(rows)
+
+    /// Every operation's rows (each distinct subject once).
+    pub(crate) async fn read(&self) -> Result<Vec<Row>, String> {
+        let mut rows = Vec::new();
+        for subject in &self.subjects {
+            for row in self.query(subject).await? {
+                rows.push(decode(subject, &row)?);
+            }
+        }
+        Ok(rows)
+    }
+
+    /// The numbers (1-based, in the order seen) of the rows written since
+    /// the last call: what the live driver shows the nemesis as commits, so
+    /// a crash after the Nth commit lands right after the Nth row.
+    pub(crate) async fn new_rows(&mut self) -> Result<std::ops::RangeInclusive<u32>, String> {
+        let mut total = 0u32;
+        for subject in &self.subjects {
+            total += self.query(subject).await?.len() as u32;
+        }
+        let new = self.seen + 1..=total;
+        self.seen = self.seen.max(total);
+        Ok(new)
+    }
+
+    async fn query(&self, subject: &str) -> Result<Vec<tokio_postgres::Row>, String> {
+        self.client
+            .query(&self.statement, &[&subject])
+            .await
+            .map_err(|error| format!("the effects query failed for subject '{subject}': {error}"))
+    }
+}
+
+impl Drop for Effects {
+    fn drop(&mut self) {
+        self.connection.abort();
+    }
 }
 
 fn decode(subject: &str, row: &tokio_postgres::Row) -> Result<Row, String> {

@@ -72,6 +72,9 @@ pub(crate) enum Error {
         addr: String,
     },
 
+    #[error("target '{target}' [effects]: {why}")]
+    Effects { target: String, why: String },
+
     // ---- a run cut short -----------------------------------------------------
     #[error("the agent failed: {0}")]
     Agent(String),

@@ -32,7 +32,7 @@ use chaos_kit::process as env_vars;
 use chaos_kit::protocol::LookupCapability;
 use tokio::sync::watch;
 
-use crate::fault::Live;
+use crate::fault::{CrashPoint, Fault, Live};
 use crate::history::{AttemptEnd, RunOutput};
 use crate::plan::{Timing, Trial};
 use crate::roles::agent::{self, Script, StatusMapping};
@@ -248,6 +248,26 @@ async fn drive(
     );
     let mut agent = tokio::spawn(agent::run(Script::from_trial(trial), env));
 
+    // A crash after the Nth commit, for a target whose commits are rows:
+    // the rows are watched, and the Nth one seen is the Nth commit.
+    let mut rows = match &target.effects {
+        Some(query) if scenario.faults.iter().any(Fault::acts_on_dispatches) => {
+            match effects::Effects::open(query, trial).await {
+                Ok(rows) => Some(rows),
+                Err(why) => {
+                    agent.abort();
+                    process.kill();
+                    return Err(Error::Effects {
+                        target: target.name.clone(),
+                        why,
+                    }
+                    .into());
+                }
+            }
+        }
+        _ => None,
+    };
+
     let limit = run_limit(trial, target, &time);
     let started = Instant::now();
     let mut crashes = Crashes::default();
@@ -265,6 +285,26 @@ async fn drive(
         if cancel.load(Ordering::Relaxed) {
             agent.abort();
             return Ok(None);
+        }
+        if let Some(watched) = &mut rows {
+            match watched.new_rows().await {
+                Ok(new) => {
+                    for nth in new {
+                        cast.nemesis.dispatch(nth);
+                        cast.nemesis.after_commit(nth);
+                    }
+                }
+                Err(why) => {
+                    error = Some(
+                        Error::Effects {
+                            target: target.name.clone(),
+                            why,
+                        }
+                        .into(),
+                    );
+                    break;
+                }
+            }
         }
         while let Some(due) = crashes.due(&cast.nemesis, timeline.now()) {
             match due {
@@ -348,7 +388,14 @@ async fn drive(
     drop(stop);
     let mut output = cast.finish(timeline.now(), error.map(|error| error.to_string()));
     if let Some(query) = &target.effects {
-        match effects::read(query, trial).await {
+        let read = match rows.take() {
+            Some(rows) => rows.read().await,
+            None => match effects::Effects::open(query, trial).await {
+                Ok(rows) => rows.read().await,
+                Err(why) => Err(why),
+            },
+        };
+        match read {
             Ok(rows) => effects::record(
                 &mut output.ledger,
                 rows,
@@ -390,13 +437,26 @@ fn in_database(trial: &Trial<'_>, target: &TargetFile) -> Result<()> {
             scenario.claim.boundary.describe(),
             scenario.claim.boundary.as_str()
         )),
-        (Some(_), true) => match scenario.faults.iter().find(|fault| fault.acts_on_dispatches()) {
-            Some(fault) => not_live(format!(
-                "fault '{fault}' acts on dispatches to the provider, and target '{}' writes its effects to its own database without one; use faults on the agent's side (lose-response at target-to-agent, delay, replan, crash-agent, revoke, clock)",
-                target.name
-            )),
-            None => Ok(()),
-        },
+        (Some(_), true) => {
+            // A crash after the Nth commit is the one dispatch fault a row
+            // can stand for (the driver watches the rows); the others need a
+            // request to the provider, which never comes.
+            let stands_for_a_row = |fault: &&Fault| {
+                matches!(fault, Fault::CrashTarget(crash) if crash.at == CrashPoint::AfterCommit)
+            };
+            match scenario
+                .faults
+                .iter()
+                .filter(|fault| fault.acts_on_dispatches())
+                .find(|fault| !stands_for_a_row(fault))
+            {
+                Some(fault) => not_live(format!(
+                    "fault '{fault}' acts on dispatches to the provider, and target '{}' writes its effects to its own database without one; use crash-target at after-commit (the Nth row written), or faults on the agent's side (lose-response at target-to-agent, delay, replan, crash-agent, revoke, advance-clock)",
+                    target.name
+                )),
+                None => Ok(()),
+            }
+        }
         (None, false) => Ok(()),
     }
 }

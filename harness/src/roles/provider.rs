@@ -23,7 +23,7 @@ use chaos_kit::protocol::{
 };
 
 use crate::fault::{Action, LossMode};
-use crate::history::{Dispatch, Disposition, Effect, Ledger, LookupRecord, Ms};
+use crate::history::{Dispatch, Disposition, Effect, Ledger, LookupRecord};
 use crate::roles::clock::Timeline;
 use crate::roles::nemesis::Nemesis;
 
@@ -64,8 +64,11 @@ struct StoredKey {
     fingerprint: String,
     /// The answer a keyed provider replays under this key.
     answer: Stored,
-    /// The effect committed under it, for lookups: (receipt, run time).
-    effect: Option<(String, Ms)>,
+    /// The effect committed under it, for lookups: (receipt, the provider's
+    /// wall clock at commit). A lookup's lag is measured on the wall clock,
+    /// as its retention is: a clock jump is time passing, and an eventually
+    /// consistent search has caught up a minute later.
+    effect: Option<(String, u64)>,
     stored_at_wall_ms: u64,
 }
 
@@ -140,7 +143,7 @@ impl Provider {
             .filter(|stored| self.retained(stored, wall))
             .and_then(|stored| stored.effect.clone())
             // An eventually consistent search does not see it yet.
-            .filter(|(_, committed_at)| now.saturating_sub(*committed_at) >= lag)
+            .filter(|(_, committed_at)| wall.saturating_sub(*committed_at) >= lag)
             .map(|(receipt, _)| receipt);
         state.ledger.lookups.push(LookupRecord {
             at: now,
@@ -333,7 +336,7 @@ impl Provider {
                         StoredKey {
                             fingerprint: record.payload_fingerprint.clone(),
                             answer: Stored::Receipt,
-                            effect: Some((receipt.clone(), at)),
+                            effect: Some((receipt.clone(), now)),
                             stored_at_wall_ms: now,
                         },
                     );

@@ -587,6 +587,10 @@ impl<S: RecordStore> Ledger<S> {
                         "the provider no longer keeps receipts that old; the outcome cannot be learned",
                     );
                 }
+                // The lag counts to when the question was asked, not to when
+                // its answer came back: the provider searched at some
+                // moment in between (explore found the difference).
+                let asked_at = self.env.clock.now_ms();
                 match upstream::lookup(&self.env, &record.downstream_key).await {
                     Lookup::Found { receipt } => {
                         self.settle(
@@ -602,7 +606,7 @@ impl<S: RecordStore> Ledger<S> {
                     }
                     // A lagging lookup does not see a recent effect: its
                     // "not found" is proof only once the lag has passed.
-                    Lookup::NotFound if !self.lag_has_passed(&record) => unknown(&format!(
+                    Lookup::NotFound if !self.lag_had_passed(&record, asked_at) => unknown(&format!(
                         "the provider's lookup lags by {} behind its commits, and the earlier dispatch is more recent: not found proves nothing yet; retry later",
                         humantime_like(contract.lookup.lag())
                     )),
@@ -630,17 +634,17 @@ impl<S: RecordStore> Ledger<S> {
         }
     }
 
-    /// Whether a lookup's "not found" now proves the dispatch of `record`
-    /// never took effect: the provider's lookup lag has passed since it.
-    fn lag_has_passed(&self, record: &Record) -> bool {
+    /// Whether a lookup asked at `asked_at` that answered "not found"
+    /// proves the dispatch of `record` never took effect: the provider's
+    /// lookup lag had passed since the dispatch ended when it was asked.
+    fn lag_had_passed(&self, record: &Record, asked_at: u64) -> bool {
         let lag = millis(self.env.provider_contract.lookup.lag());
         // Without the time (a store that keeps no such column), the worst
         // case: the dispatch ran its whole upstream timeout after the claim.
         let ended_at = record
             .dispatch_ended_at_ms
             .unwrap_or_else(|| record.created_at_ms + millis(self.env.upstream_timeout));
-        self.weakness == Some(Weakness::TrustsMissing)
-            || self.env.clock.now_ms().saturating_sub(ended_at) >= lag
+        self.weakness == Some(Weakness::TrustsMissing) || asked_at.saturating_sub(ended_at) >= lag
     }
 
     /// Past the retention, under the policy `reconcile`: the provider is

@@ -31,8 +31,10 @@
 //! [`Weakness::TwoTransactions`] is the broken variant the advice warns
 //! about: it checks for the record, writes the reminder in one transaction
 //! and the record in another. Two attempts that both check before either
-//! records both write a reminder; chaos catches it at
-//! `scenarios/database/database-concurrent-attempts.toml`.
+//! records both write a reminder, and a worker killed between the two
+//! leaves a reminder with no record, which the retry writes again; chaos
+//! catches it at `scenarios/database/database-concurrent-attempts.toml`
+//! and `database-worker-restart.toml`.
 
 use std::io;
 use std::sync::Arc;
@@ -50,6 +52,8 @@ use tokio_postgres::{Client, NoTls};
 const REQUESTS: &str = "chaos_inbox_requests";
 /// The business rows: the effects chaos counts.
 const REMINDERS: &str = "chaos_inbox_reminders";
+/// The weak mode's time between its business write and its record.
+const GAP_BETWEEN_TRANSACTIONS: std::time::Duration = std::time::Duration::from_millis(40);
 
 /// A deliberately weakened mode, chosen with `--weak NAME`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -286,6 +290,10 @@ async fn two_transactions(client: &Client, call: &Call<'_>) -> AnswerBody {
         Ok(row) => row.get(0),
         Err(error) => return failed(&format!("database: {error}")),
     };
+    // What a handler does between its two writes (render the reminder, log
+    // it, a second round trip): the gap a crash can land in. It exists at
+    // any width; this one is wide enough for chaos to hit it every time.
+    tokio::time::sleep(GAP_BETWEEN_TRANSACTIONS).await;
     let recorded = client
         .execute(
             &format!(
