@@ -1,5 +1,6 @@
 //! `chaos bench`: simulations per second, or `--explore`'s figures.
 
+use super::stdout::out;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -58,7 +59,7 @@ pub(super) fn bench(args: BenchArgs) -> Result<Exit, Error> {
         return Err(Error::Usage("--rounds must be at least 1".into()));
     }
     let figures = crate::bench::bench(&mix, &target, args.rounds, args.round_length);
-    print!("{}", figures.render());
+    out!("{}", figures.render());
     Ok(Exit::Success)
 }
 
@@ -77,7 +78,7 @@ fn bench_explore(seeds: u64) -> Result<Exit, Error> {
     if cancel.load(Ordering::Relaxed) {
         return Err(Error::Interrupted);
     }
-    print!("{}", figures.render());
+    out!("{}", figures.render());
     Ok(if figures.problems().is_empty() {
         Exit::Success
     } else {

@@ -1,6 +1,7 @@
 //! `chaos explore`: fault schedules nobody wrote, each failure shrunk and
 //! written as a scenario `chaos run` replays.
 
+use super::stdout::outln;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -71,9 +72,10 @@ pub(super) fn explore(args: ExploreArgs) -> Result<Exit, Error> {
         None => "keyed, lookup, blind".into(),
     };
     // The seed first, so an exploration that dies halfway can be repeated.
-    println!(
+    outln!(
         "chaos explore: target {}, seed {seed}, up to {} cases, provider {providers}",
-        target.info.name, args.cases
+        target.info.name,
+        args.cases
     );
 
     let cancel = cancel_on_ctrl_c(
@@ -89,8 +91,8 @@ pub(super) fn explore(args: ExploreArgs) -> Result<Exit, Error> {
     let mut unwritten = None;
     for (index, found) in exploration.found.iter().enumerate() {
         let shrunk = &found.shrunk;
-        println!("FAIL case {}: {}", found.case_number, found.original_reason);
-        println!(
+        outln!("FAIL case {}: {}", found.case_number, found.original_reason);
+        outln!(
             "shrunk from {} fault(s) to {} in {} steps{}:",
             found.original.faults.len(),
             shrunk.case.faults.len(),
@@ -98,13 +100,13 @@ pub(super) fn explore(args: ExploreArgs) -> Result<Exit, Error> {
             if shrunk.complete { "" } else { " (cut short)" }
         );
         for fault in &shrunk.case.faults {
-            println!("  - {fault}");
+            outln!("  - {fault}");
         }
-        println!("  {}", found.reason());
+        outln!("  {}", found.reason());
         match write::write(found, &target.info.name, &settings, &args.out, index) {
             Ok(written) => {
-                println!("scenario: {}", written.path.display());
-                println!("    rerun: {}", written.rerun);
+                outln!("scenario: {}", written.path.display());
+                outln!("    rerun: {}", written.rerun);
             }
             Err(source) => {
                 unwritten.get_or_insert(Error::Write {
@@ -116,7 +118,7 @@ pub(super) fn explore(args: ExploreArgs) -> Result<Exit, Error> {
         }
     }
     if let Some((case, _, reason)) = &exploration.first_unknown {
-        println!(
+        outln!(
             "UNKNOWN case {case} (first of {}): {reason}",
             exploration.cases_unknown
         );
@@ -127,7 +129,7 @@ pub(super) fn explore(args: ExploreArgs) -> Result<Exit, Error> {
         Stop::TimeBudget => "time budget spent",
         Stop::Interrupted => "interrupted",
     };
-    println!(
+    outln!(
         "summary: {} cases run in {:.1} s ({:.0} cases/s; {stopped}); {} failing, {} unknown; {} failure(s) found and shrunk in {} steps",
         exploration.cases_run,
         exploration.elapsed.as_secs_f64(),
@@ -141,6 +143,6 @@ pub(super) fn explore(args: ExploreArgs) -> Result<Exit, Error> {
         return Err(error);
     }
     let exit = exploration.exit();
-    println!("exit {}: {}", exit.code(), exit.describe());
+    outln!("exit {}: {}", exit.code(), exit.describe());
     Ok(exit)
 }

@@ -12,6 +12,7 @@ mod explore;
 mod list;
 mod merge;
 mod run;
+pub(crate) mod stdout;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -25,6 +26,7 @@ use crate::exit::Exit;
 use crate::report::{self, json, junit, markdown, table, Format, Summary};
 use crate::scenario::Scenario;
 use crate::target::{self, Target};
+use stdout::{out, outln};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -163,40 +165,22 @@ fn resolve_targets(args: &[String]) -> Result<Vec<Target>, Error> {
 /// carries a report for piping.
 fn say(reports: &ReportArgs, line: String) {
     if reports.format == Stdout::Table {
-        println!("{line}");
+        outln!("{line}");
     } else {
         eprintln!("{line}");
     }
 }
 
-/// Shows a summary, writes its reports and says how the run ended.
+/// Writes a summary's reports, then shows it and says how the run ended.
+/// The reports go first: a reader that closes stdout early (`| head -1`)
+/// must not cost them (issue 15).
 fn present(summary: &Summary, reports: &ReportArgs) -> Result<Exit, Error> {
-    let failures = table::render_failures(summary);
-    match reports.format {
-        Stdout::Table => {
-            let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            println!("{}", table::render(summary, color));
-            print!("{failures}");
-        }
-        Stdout::Json => {
-            println!("{}", json::render(summary));
-            eprint!("{failures}");
-        }
-        Stdout::Markdown => {
-            print!("{}", markdown::render(summary));
-            eprint!("{failures}");
-        }
-    }
-
-    let written =
+    let mut written =
         report::write(summary, &reports.out, &reports.emit).map_err(|source| Error::Write {
             what: "the reports into",
             path: reports.out.clone(),
             source,
         })?;
-    for path in written {
-        say(reports, format!("report: {}", path.display()));
-    }
     if let Some(path) = &reports.junit {
         crate::fs::write_atomically(path, junit::render(summary).as_bytes()).map_err(|source| {
             Error::Write {
@@ -205,6 +189,26 @@ fn present(summary: &Summary, reports: &ReportArgs) -> Result<Exit, Error> {
                 source,
             }
         })?;
+        written.push(path.clone());
+    }
+
+    let failures = table::render_failures(summary);
+    match reports.format {
+        Stdout::Table => {
+            let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            outln!("{}", table::render(summary, color));
+            out!("{failures}");
+        }
+        Stdout::Json => {
+            outln!("{}", json::render(summary));
+            eprint!("{failures}");
+        }
+        Stdout::Markdown => {
+            out!("{}", markdown::render(summary));
+            eprint!("{failures}");
+        }
+    }
+    for path in written {
         say(reports, format!("report: {}", path.display()));
     }
     let exit = summary.exit();
