@@ -24,7 +24,7 @@ fn main() -> ExitCode {
 /// Prints what stopped the command, and returns the exit code it carries.
 fn report(error: &Error) -> Exit {
     match error {
-        Error::Interrupted => eprintln!("{error}"),
+        Error::Interrupted(_) => eprintln!("{error}"),
         _ => eprintln!("error: {error}"),
     }
     error.exit()

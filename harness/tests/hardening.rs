@@ -5,7 +5,7 @@ mod common;
 
 use std::fs::File;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 /// `chaos args...` with stdout a pipe whose reading end is closed before
 /// chaos starts: every write to stdout fails with EPIPE.
@@ -106,4 +106,185 @@ fn a_full_stdout_is_one_warning_and_the_reports_are_written() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_reports_in(&out);
     std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// `chaos args...`, and how long it took.
+fn timed(args: &[&str]) -> (Output, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let output = common::chaos_command()
+        .args(args)
+        .output()
+        .expect("chaos runs");
+    (output, started.elapsed())
+}
+
+// guards: `--out` naming an existing file, or a place chaos may not write
+// into, was found only after the whole sweep had run (issue 15)
+#[test]
+fn an_unwritable_out_is_refused_before_any_trial_runs() {
+    let dir = common::temp_dir("unwritable");
+    let file = dir.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let file = file.to_str().unwrap();
+    let under_file = format!("{file}/out");
+    // A million seeds would take minutes: failing fast proves nothing ran.
+    let sweep = [
+        "run",
+        "scenarios/lost-response-keyed.toml",
+        "--target",
+        "runtime-ledger",
+        "--seeds",
+        "1000000",
+    ];
+    for (extra, expected) in [
+        (
+            vec!["--out", file],
+            "it is a file, not a folder; choose another --out",
+        ),
+        (
+            vec!["--out", &under_file],
+            "is a file, not a folder; choose another --out",
+        ),
+        (
+            vec!["--out", "/proc/chaos-cannot-be-here"],
+            "choose another --out",
+        ),
+        (
+            vec!["--junit", dir.to_str().unwrap()],
+            "it is a folder, not a file; choose another --junit",
+        ),
+    ] {
+        let args: Vec<&str> = sweep.iter().copied().chain(extra.iter().copied()).collect();
+        let (output, took) = timed(&args);
+        let (stdout, stderr) = common::text(&output);
+        assert_eq!(output.status.code(), Some(2), "{extra:?}: {stdout}{stderr}");
+        assert!(stderr.contains(expected), "{extra:?}: {stderr}");
+        assert!(stdout.is_empty(), "{extra:?}: something ran: {stdout}");
+        assert!(took.as_secs() < 10, "{extra:?} took {took:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// guards: `--first-seed 18446744073709551615 --seeds 2` wrapped around to
+// seed 0, and `--seeds` had no upper bound (issue 15)
+#[test]
+fn seed_arithmetic_is_checked() {
+    let out = common::fresh_path("seeds");
+    let out = out.to_str().unwrap();
+    for (seeds, expected) in [
+        (["--first-seed", "18446744073709551615", "--seeds", "2"], "runs past the last seed, 18446744073709551615; lower --first-seed to at most 18446744073709551614"),
+        (["--first-seed", "0", "--seeds", "100000001"], "is more than the 100000000 one run may take per cell"),
+    ] {
+        let mut args = vec!["run", "scenarios/lost-response-keyed.toml", "--target", "ledger", "--out", out];
+        args.extend(seeds);
+        let (output, _) = timed(&args);
+        let (_, stderr) = common::text(&output);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+    }
+    // The last seed itself is fine.
+    let (output, _) = timed(&[
+        "run",
+        "scenarios/lost-response-keyed.toml",
+        "--target",
+        "ledger",
+        "--first-seed",
+        "18446744073709551615",
+        "--seeds",
+        "1",
+        "--out",
+        out,
+    ]);
+    let (stdout, stderr) = common::text(&output);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stdout.starts_with("chaos: seeds 18446744073709551615..=18446744073709551615"),
+        "{stdout}"
+    );
+    std::fs::remove_dir_all(out).unwrap();
+}
+
+/// A scenario of `calls` calls, each retried through lost answers: a big
+/// trial that takes a while to simulate.
+fn big_scenario(dir: &Path, calls: usize) -> std::path::PathBuf {
+    let mut text = String::from(
+        "test = \"lost-response\"\ndescription = \"big\"\n[provider]\nprofile = \"keyed\"\nretention = \"24h\"\n",
+    );
+    for call in 0..calls {
+        text.push_str(&format!("[[call]]\noperation = \"op{call}\"\n"));
+    }
+    text.push_str("[[fault]]\nkind = \"lose-response\"\nhop = \"target-to-agent\"\nnth = 1\nmode = \"reset\"\n");
+    let path = dir.join("big.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+// guards: SIGTERM waited for every simulated trial in flight (10.6 s for a
+// scenario of 20,000 calls), and said "Ctrl-C again" to a CI runner (issue 15)
+#[test]
+fn a_signal_stops_a_big_simulated_run_within_a_second() {
+    let dir = common::temp_dir("sigterm");
+    let scenario = big_scenario(&dir, 100);
+    for (signal, named, again) in [
+        (
+            nix::sys::signal::Signal::SIGTERM,
+            "SIGTERM",
+            "SIGTERM again to quit now",
+        ),
+        (
+            nix::sys::signal::Signal::SIGINT,
+            "SIGINT",
+            "Ctrl-C again to quit now",
+        ),
+    ] {
+        let out = dir.join(format!("out-{named}"));
+        let mut child = common::chaos_command()
+            .args([
+                "run",
+                scenario.to_str().unwrap(),
+                "scenarios/lost-response-keyed.toml",
+                "--seeds",
+                "100000",
+                "--out",
+                out.to_str().unwrap(),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The first line is printed once the trials are about to start.
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut first = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
+        assert!(first.starts_with("chaos: seeds 0..=99999"), "{first}");
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before the signal"
+        );
+        let sent = std::time::Instant::now();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if sent.elapsed().as_secs() > 30 {
+                let _ = child.kill();
+                panic!("chaos did not stop within 30 s of {named}");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        let took = sent.elapsed();
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert_eq!(status.code(), Some(130), "{stderr}");
+        assert!(took.as_millis() <= 1000, "{named}: stopping took {took:?}");
+        assert!(stderr.contains(again), "{stderr}");
+        assert!(
+            stderr.contains(&format!("interrupted ({named}): nothing was written")),
+            "{stderr}"
+        );
+        assert!(!out.exists(), "{named}: something was written");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

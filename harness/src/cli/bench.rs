@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::{cancel_on_ctrl_c, load_scenarios};
+use super::load_scenarios;
+use super::signal::{self, cancel_on_signal, InFlight};
 use crate::error::Error;
 use crate::exit::Exit;
 use crate::sim::SimTarget;
@@ -73,10 +74,10 @@ fn bench_explore(seeds: u64) -> Result<Exit, Error> {
             explore::bench::CORRECT
         ))
     })?;
-    let cancel = cancel_on_ctrl_c("interrupted: no figures will be printed");
+    let cancel = cancel_on_signal("interrupted: no figures will be printed", InFlight::Abandon);
     let figures = explore::bench::bench(correct, &broken, seeds, &cancel);
     if cancel.load(Ordering::Relaxed) {
-        return Err(Error::Interrupted);
+        return Err(Error::Interrupted(signal::received().unwrap_or("signal")));
     }
     out!("{}", figures.render());
     Ok(if figures.problems().is_empty() {

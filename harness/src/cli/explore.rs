@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chaos_kit::protocol::ProviderProfile;
 
-use super::cancel_on_ctrl_c;
+use super::signal::{cancel_on_signal, InFlight};
 use crate::error::Error;
 use crate::exit::Exit;
 use crate::explore::{self, write, Stop};
@@ -78,8 +78,9 @@ pub(super) fn explore(args: ExploreArgs) -> Result<Exit, Error> {
         args.cases
     );
 
-    let cancel = cancel_on_ctrl_c(
+    let cancel = cancel_on_signal(
         "interrupted: a failure being shrunk is written as far as it got; nothing else is",
+        InFlight::Finish,
     );
     let bar = Bar::on_stderr("cases", Some(args.cases));
     let observer: &dyn Observer = match &bar {

@@ -12,12 +12,11 @@ mod explore;
 mod list;
 mod merge;
 mod run;
+mod signal;
 pub(crate) mod stdout;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -171,6 +170,27 @@ fn say(reports: &ReportArgs, line: String) {
     }
 }
 
+/// Fails, before any trial runs, unless the reports can be written where
+/// the flags say: an existing file named as `--out`, or a folder chaos may
+/// not write into, was found only after the whole sweep (issue 15).
+fn check_writable(reports: &ReportArgs) -> Result<(), Error> {
+    crate::fs::check_writable_dir(&reports.out).map_err(|source| Error::Unwritable {
+        what: "the reports into",
+        flag: "--out",
+        path: reports.out.clone(),
+        source,
+    })?;
+    if let Some(path) = &reports.junit {
+        crate::fs::check_writable_file(path).map_err(|source| Error::Unwritable {
+            what: "the JUnit report to",
+            flag: "--junit",
+            path: path.clone(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
 /// Writes a summary's reports, then shows it and says how the run ended.
 /// The reports go first: a reader that closes stdout early (`| head -1`)
 /// must not cost them (issue 15).
@@ -217,23 +237,4 @@ fn present(summary: &Summary, reports: &ReportArgs) -> Result<Exit, Error> {
         format!("exit {}: {}", exit.code(), exit.describe()),
     );
     Ok(exit)
-}
-
-/// Sets the returned flag on Ctrl-C; a second Ctrl-C ends every live target
-/// and exits at once.
-fn cancel_on_ctrl_c(message: &'static str) -> Arc<AtomicBool> {
-    let cancel = Arc::new(AtomicBool::new(false));
-    let flag = cancel.clone();
-    let handler = ctrlc::set_handler(move || {
-        if flag.swap(true, Ordering::SeqCst) {
-            // The user means it. Live targets go first: no orphans.
-            crate::live::end_all_targets();
-            std::process::exit(i32::from(Exit::Interrupted.code()));
-        }
-        eprintln!("\n{message} (Ctrl-C again to quit now)");
-    });
-    if let Err(error) = handler {
-        eprintln!("warning: Ctrl-C will not stop the run cleanly: {error}");
-    }
-    cancel
 }

@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use super::{cancel_on_ctrl_c, load_scenarios, present, resolve_targets, say, ReportArgs};
+use super::signal::{self, cancel_on_signal, InFlight};
+use super::{check_writable, load_scenarios, present, resolve_targets, say, ReportArgs};
 use crate::error::Error;
 use crate::exit::Exit;
 use crate::progress::{Bar, Observer};
@@ -62,14 +63,12 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
     let targets = resolve_targets(&args.targets)?;
     let seeds = match args.seed {
         Some(seed) => Seeds::One(seed),
-        None if args.seeds == Some(0) => {
-            return Err(Error::Usage("--seeds must be at least 1".into()))
-        }
-        None => Seeds::Range {
-            first: args.first_seed,
-            count: args.seeds.unwrap_or(default_seeds(&targets)),
-        },
+        None => seed_range(
+            args.first_seed,
+            args.seeds.unwrap_or(default_seeds(&targets)),
+        )?,
     };
+    check_writable(&args.reports)?;
     let sweep = Sweep {
         seeds,
         partition: args.partition,
@@ -99,8 +98,9 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
         eprintln!("warning: {warning}");
     }
 
-    let cancel = cancel_on_ctrl_c(
-        "interrupted: stopping (simulated trials in flight finish, live targets are ended); no report will be written",
+    let cancel = cancel_on_signal(
+        "interrupted: stopping (trials in flight are abandoned, live targets are ended); no report will be written",
+        InFlight::Abandon,
     );
     let bar = Bar::on_stderr("trials", None);
     let observer: &dyn Observer = match &bar {
@@ -109,7 +109,8 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
     };
     let summary = crate::run(&scenarios, &targets, sweep, observer, &cancel);
     observer.finished();
-    let summary = summary.ok_or(Error::Interrupted)?;
+    let summary =
+        summary.ok_or_else(|| Error::Interrupted(signal::received().unwrap_or("signal")))?;
     if summary.cells.is_empty() {
         eprintln!(
             "warning: shard {} holds no trials: there are fewer trials than shards",
@@ -117,6 +118,31 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
         );
     }
     present(&summary, &args.reports)
+}
+
+/// The most seeds one cell may run: past it a typo (an extra zero or three)
+/// would run for days rather than fail at once.
+pub(crate) const MAX_SEEDS: u64 = 100_000_000;
+
+/// `count` seeds from `first`, every one of them a u64: a range past
+/// u64::MAX used to wrap around to 0 (issue 15).
+fn seed_range(first: u64, count: u64) -> Result<Seeds, Error> {
+    if count == 0 {
+        return Err(Error::Usage("--seeds must be at least 1".into()));
+    }
+    if count > MAX_SEEDS {
+        return Err(Error::Usage(format!(
+            "--seeds {count} is more than the {MAX_SEEDS} one run may take per cell; split it with --first-seed, or across machines with --partition"
+        )));
+    }
+    if first.checked_add(count - 1).is_none() {
+        return Err(Error::Usage(format!(
+            "--first-seed {first} with --seeds {count} runs past the last seed, {}; lower --first-seed to at most {}",
+            u64::MAX,
+            u64::MAX - (count - 1)
+        )));
+    }
+    Ok(Seeds::Range { first, count })
 }
 
 /// A target whose declared retention is no longer than a scenario's provider
