@@ -352,3 +352,49 @@ fn a_target_that_hangs_or_listens_beyond_loopback_is_unknown() {
         "a target process survived"
     );
 }
+
+// guards: a SIGKILLed chaos left its live target running, holding its port
+// and its database connections (issue 15)
+#[test]
+fn a_sigkilled_chaos_takes_its_target_with_it() {
+    let dir = common::temp_dir("sigkill");
+    let marker = format!("sigkill-{}", std::process::id());
+    let server = common::repo_root().join("targets/python-replay-first/server.py");
+    std::fs::write(
+        dir.join("target.toml"),
+        format!(
+            "name = \"py\"\ncommand = [\"python3\", \"{}\"]\n[env]\nORPHAN_MARKER = \"{marker}\"\n",
+            server.display()
+        ),
+    )
+    .unwrap();
+    let mut child = common::chaos_command()
+        .args([
+            "run",
+            "scenarios/lost-response-agent-hop.toml",
+            "--target",
+            dir.join("target.toml").to_str().unwrap(),
+            "--seeds",
+            "20",
+            "--out",
+            dir.join("out").to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while processes_marked(&marker).is_empty() {
+        assert!(Instant::now() < deadline, "the target never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // SIGKILL: no handler and no guard of chaos runs; only the kernel can help.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        survivors(&marker),
+        Vec::<u32>::new(),
+        "a target process outlived a SIGKILLed chaos"
+    );
+}
