@@ -288,3 +288,55 @@ fn a_signal_stops_a_big_simulated_run_within_a_second() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+// guards: a scenario had no size bound (100,000 calls took 390 s to stop, a
+// 10 MB file ran past 450 s), and the TOML messages did not say how to fix
+// the input (issue 15)
+#[test]
+fn scenarios_are_bounded_and_their_errors_say_how_to_fix_them() {
+    let dir = common::temp_dir("bounded");
+    let big = big_scenario(&dir, 101);
+    let huge = dir.join("huge.toml");
+    std::fs::write(
+        &huge,
+        format!("description = \"{}\"\n", "x".repeat(300 * 1024)),
+    )
+    .unwrap();
+    let duplicate = dir.join("duplicate.toml");
+    std::fs::write(
+        &duplicate,
+        "test = \"lost-response\"\ndescription = \"d\"\ndescription = \"e\"\n",
+    )
+    .unwrap();
+    let negative = dir.join("negative.toml");
+    std::fs::write(
+        &negative,
+        "test = \"lost-response\"\ndescription = \"d\"\n[provider]\nprofile = -1\n",
+    )
+    .unwrap();
+    for (path, expected) in [
+        (&big, "at most 100 [[call]] tables, and this one has 101"),
+        (&huge, "a scenario file may hold at most 256 KiB"),
+        (&duplicate, "duplicate key `description`"),
+        (&negative, "expected a name in quotes (a string), not `-1`"),
+    ] {
+        let (output, took) = timed(&["run", path.to_str().unwrap(), "--target", "ledger"]);
+        let (_, stderr) = common::text(&output);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(expected), "{path:?}: {stderr}");
+        assert!(took.as_secs() < 5, "{path:?} took {took:?}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// guards: `--time-budget -1s` met clap's "unexpected argument '-1'" (issue 15)
+#[test]
+fn a_negative_duration_says_it_cannot_be_negative() {
+    let (output, _) = timed(&["explore", "--target", "ledger", "--time-budget", "-1s"]);
+    let (_, stderr) = common::text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("a duration cannot be negative: '-1s'"),
+        "{stderr}"
+    );
+}

@@ -21,7 +21,7 @@ pub(super) struct BenchArgs {
     #[arg(long, default_value_t = 5)]
     rounds: usize,
     /// Length of one round.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = super::parse_duration, allow_hyphen_values = true)]
     round_length: Duration,
     /// Where the six tests' scenarios are.
     #[arg(long, default_value = "scenarios")]

@@ -26,7 +26,7 @@ pub(super) struct ExploreArgs {
     #[arg(long, default_value_t = 1000)]
     cases: u64,
     /// Stop looking for failures after this long (e.g. 30s); a failure found is still shrunk.
-    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = super::parse_duration, allow_hyphen_values = true)]
     time_budget: Option<Duration>,
     /// Seeds the generator: the same seed explores the same cases. Default:
     /// taken from the clock, and printed.

@@ -100,6 +100,19 @@ enum Stdout {
     Markdown,
 }
 
+/// A duration flag (`30s`, `2m`). A negative one used to meet clap's
+/// "unexpected argument '-1'" (issue 15): such flags take hyphen values and
+/// are refused here, with the reason.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    if text.trim_start().starts_with('-') {
+        return Err(format!(
+            "a duration cannot be negative: '{text}'; write one like 30s or 2m"
+        ));
+    }
+    humantime::parse_duration(text)
+        .map_err(|error| format!("'{text}' is not a duration ({error}); write one like 30s or 2m"))
+}
+
 /// Where `--target NAME` looks for target files.
 const TARGETS_DIR: &str = "targets";
 
