@@ -398,3 +398,35 @@ fn a_sigkilled_chaos_takes_its_target_with_it() {
         "a target process outlived a SIGKILLed chaos"
     );
 }
+
+// guards: `[network]` latencies applied only in the simulator, and a live run
+// said nothing of the field it ignored (issue 15)
+#[test]
+fn a_field_the_live_transport_ignores_is_a_warning_naming_it() {
+    let dir = common::temp_dir("ignored-field");
+    let scenario = dir.join("slow-network.toml");
+    let text = std::fs::read_to_string(common::scenarios_dir().join("lost-response-keyed.toml"))
+        .unwrap()
+        + "\n[network]\nmin-latency = \"1ms\"\nmax-latency = \"50ms\"\n";
+    std::fs::write(&scenario, text).unwrap();
+    let output = common::chaos_command()
+        .args([
+            "run",
+            scenario.to_str().unwrap(),
+            "--target",
+            "python-replay-first",
+            "--seeds",
+            "1",
+            "--out",
+            dir.join("out").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = common::text(&output);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("[network] min-latency = \"1ms\" and max-latency = \"50ms\" apply only in the simulator; live (python-replay-first)"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -94,7 +94,10 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
         ),
     );
 
-    for warning in retention_warnings(&scenarios, &targets) {
+    for warning in retention_warnings(&scenarios, &targets)
+        .into_iter()
+        .chain(ignored_field_warnings(&scenarios, &targets))
+    {
         eprintln!("warning: {warning}");
     }
 
@@ -143,6 +146,33 @@ fn seed_range(first: u64, count: u64) -> Result<Seeds, Error> {
         )));
     }
     Ok(Seeds::Range { first, count })
+}
+
+/// A scenario field the live transport does not carry out, named: a huge
+/// `max-latency` failed simulated and passed live with nothing said (issue 15).
+fn ignored_field_warnings(scenarios: &[Scenario], targets: &[Target]) -> Vec<String> {
+    let live: Vec<&str> = targets
+        .iter()
+        .filter(|target| matches!(target, Target::Live { .. }))
+        .map(Target::name)
+        .collect();
+    if live.is_empty() {
+        return Vec::new();
+    }
+    let default = crate::scenario::NetworkSetup::default();
+    scenarios
+        .iter()
+        .filter(|scenario| scenario.network != default)
+        .map(|scenario| {
+            format!(
+                "{}: [network] min-latency = \"{}\" and max-latency = \"{}\" apply only in the simulator; live ({}) the latency is loopback's own, so a simulated and a live verdict of this scenario may differ",
+                scenario.path.display(),
+                humantime::format_duration(scenario.network.min_latency),
+                humantime::format_duration(scenario.network.max_latency),
+                live.join(", ")
+            )
+        })
+        .collect()
 }
 
 /// A target whose declared retention is no longer than a scenario's provider
