@@ -340,3 +340,65 @@ fn a_negative_duration_says_it_cannot_be_negative() {
         "{stderr}"
     );
 }
+
+/// A scenario no target can finish, as a user wrote them for issue 15.
+fn unfinishable(faults: &str, calls: &str) -> chaos::Scenario {
+    let text = format!(
+        "test = \"lost-response\"\ndescription = \"no honest end\"\n[provider]\nprofile = \"keyed\"\nretention = \"24h\"\n{calls}{faults}"
+    );
+    chaos::Scenario::parse(Path::new("scenarios/unfinishable.toml"), &text).unwrap()
+}
+
+// guards: a scenario no target could pass (one attempt whose answer is lost,
+// then a clock jump) was accepted and its failure blamed on the target as
+// `stuck` (issue 15)
+#[test]
+fn a_scenario_with_no_honest_end_is_judged_unknown_with_the_reason() {
+    let one_call = "[[call]]\noperation = \"reminder\"\nattempts = 1\n";
+    let retried = "[[call]]\noperation = \"reminder\"\nattempts = 1\n[[call]]\noperation = \"reminder\"\nattempts = 4\n";
+    let jump = "[[fault]]\nkind = \"advance-clock\"\nby = \"25h\"\nafter-call = 1\n";
+    let cases = [
+        (
+            unfinishable(&format!("[[fault]]\nkind = \"lose-response\"\nhop = \"target-to-agent\"\nnth = 1\nmode = \"reset\"\n{jump}"), one_call),
+            "lost the answer to its last attempt, and it had no retry left",
+        ),
+        (
+            unfinishable(&format!("[[fault]]\nkind = \"lose-response\"\nhop = \"provider-to-target\"\nnth = 1\nmode = \"hold\"\n{jump}"), one_call),
+            "past the provider's 1day retention",
+        ),
+        (
+            unfinishable(&format!("[[fault]]\nkind = \"lose-response\"\nhop = \"provider-to-target\"\nnth = 1\nmode = \"hold\"\n{jump}"), retried),
+            "past the provider's 1day retention",
+        ),
+    ];
+    for target in ["runtime-ledger", "ledger"] {
+        let target = chaos::find(target).unwrap();
+        for (scenario, why) in &cases {
+            for seed in 0..5 {
+                let (verdict, _) = common::trial(scenario, &target, seed);
+                assert_eq!(
+                    verdict.status,
+                    chaos::Status::Unknown,
+                    "{why}: {:?}",
+                    verdict.findings
+                );
+                assert!(
+                    verdict
+                        .findings
+                        .iter()
+                        .all(|finding| finding.check == chaos::Check::RunIncomplete),
+                    "{:?}",
+                    verdict.findings
+                );
+                assert!(
+                    verdict
+                        .findings
+                        .iter()
+                        .any(|finding| finding.message.contains(why)),
+                    "{why}: {:?}",
+                    verdict.findings
+                );
+            }
+        }
+    }
+}
