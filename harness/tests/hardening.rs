@@ -402,3 +402,17 @@ fn a_scenario_with_no_honest_end_is_judged_unknown_with_the_reason() {
         }
     }
 }
+
+// guards: `--seeds -1` met clap's "unexpected argument '-1'", as durations did
+#[test]
+fn a_negative_seed_says_it_cannot_be_negative() {
+    for flag in ["--seeds", "--first-seed", "--seed"] {
+        let (output, _) = timed(&["run", "scenarios/lost-response-keyed.toml", flag, "-1"]);
+        let (_, stderr) = common::text(&output);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("it cannot be negative: '-1'"),
+            "{flag}: {stderr}"
+        );
+    }
+}

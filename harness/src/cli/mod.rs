@@ -113,6 +113,19 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         .map_err(|error| format!("'{text}' is not a duration ({error}); write one like 30s or 2m"))
 }
 
+/// A seed or a count flag: as with durations, a negative one is refused with
+/// the reason rather than clap's "unexpected argument '-1'".
+fn parse_count(text: &str) -> Result<u64, String> {
+    if text.trim_start().starts_with('-') {
+        return Err(format!(
+            "it cannot be negative: '{text}'; write a whole number from 0 to {}",
+            u64::MAX
+        ));
+    }
+    text.parse()
+        .map_err(|_| format!("'{text}' is not a whole number from 0 to {}", u64::MAX))
+}
+
 /// Where `--target NAME` looks for target files.
 const TARGETS_DIR: &str = "targets";
 

@@ -23,13 +23,13 @@ pub(super) struct RunArgs {
     targets: Vec<String>,
     /// Run this many seeds per (scenario, target), from --first-seed; live,
     /// this many trials. Default: 200, or 5 when a target runs live.
-    #[arg(long, conflicts_with = "seed")]
+    #[arg(long, conflicts_with = "seed", value_parser = super::parse_count, allow_hyphen_values = true)]
     seeds: Option<u64>,
     /// The first seed of a sweep.
-    #[arg(long, conflicts_with = "seed", default_value_t = 0)]
+    #[arg(long, conflicts_with = "seed", default_value_t = 0, value_parser = super::parse_count, allow_hyphen_values = true)]
     first_seed: u64,
     /// Run exactly this seed (replays a failure).
-    #[arg(long)]
+    #[arg(long, value_parser = super::parse_count, allow_hyphen_values = true)]
     seed: Option<u64>,
     /// Run only shard K of N: every Nth (scenario, target, seed) trial from the
     /// Kth. `chaos merge` combines the N shard reports into the whole run's.
