@@ -59,6 +59,36 @@ fn a_closed_stdout_keeps_the_runs_exit_code_and_its_reports() {
     }
 }
 
+// guards: `chaos run --format json 2>&1 | head -c 100` closes stderr too,
+// where the summary lines go (issue 15)
+#[test]
+fn a_closed_stderr_changes_nothing_either() {
+    let out = common::fresh_path("epipe-stderr");
+    let (reader, writer) = nix::unistd::pipe().expect("a pipe");
+    drop(reader);
+    let stderr = writer.try_clone().unwrap();
+    let status = common::chaos_command()
+        .args([
+            "run",
+            "scenarios/lost-response-keyed.toml",
+            "--target",
+            "fresh-key",
+            "--seeds",
+            "3",
+            "--format",
+            "json",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stdout(Stdio::from(writer))
+        .stderr(Stdio::from(stderr))
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(1));
+    assert_reports_in(&out);
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
 // guards: `chaos list | head -1` panicked on the broken pipe (issue 15)
 #[test]
 fn every_subcommand_ends_quietly_on_a_closed_stdout() {

@@ -25,7 +25,7 @@ use crate::exit::Exit;
 use crate::report::{self, json, junit, markdown, table, Format, Summary};
 use crate::scenario::Scenario;
 use crate::target::{self, Target};
-use stdout::{out, outln};
+use stdout::{err, errln, out, outln};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -192,7 +192,7 @@ fn say(reports: &ReportArgs, line: String) {
     if reports.format == Stdout::Table {
         outln!("{line}");
     } else {
-        eprintln!("{line}");
+        errln!("{line}");
     }
 }
 
@@ -247,11 +247,11 @@ fn present(summary: &Summary, reports: &ReportArgs) -> Result<Exit, Error> {
         }
         Stdout::Json => {
             outln!("{}", json::render(summary));
-            eprint!("{failures}");
+            err!("{failures}");
         }
         Stdout::Markdown => {
             out!("{}", markdown::render(summary));
-            eprint!("{failures}");
+            err!("{failures}");
         }
     }
     for path in written {

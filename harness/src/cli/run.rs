@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use super::signal::{self, cancel_on_signal, InFlight};
+use super::stdout::errln;
 use super::{check_writable, load_scenarios, present, resolve_targets, say, ReportArgs};
 use crate::error::Error;
 use crate::exit::Exit;
@@ -98,7 +99,7 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
         .into_iter()
         .chain(ignored_field_warnings(&scenarios, &targets))
     {
-        eprintln!("warning: {warning}");
+        errln!("warning: {warning}");
     }
 
     let cancel = cancel_on_signal(
@@ -115,7 +116,7 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
     let summary =
         summary.ok_or_else(|| Error::Interrupted(signal::received().unwrap_or("signal")))?;
     if summary.cells.is_empty() {
-        eprintln!(
+        errln!(
             "warning: shard {} holds no trials: there are fewer trials than shards",
             args.partition.map(|p| p.to_string()).unwrap_or_default()
         );

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 
+use super::stdout::errln;
 use crate::exit::Exit;
 
 /// The writing end of the pipe the handler wakes the watcher through; -1
@@ -67,7 +68,7 @@ pub(crate) enum InFlight {
 pub(crate) fn cancel_on_signal(message: &'static str, in_flight: InFlight) -> Arc<AtomicBool> {
     let cancel = Arc::new(AtomicBool::new(false));
     if let Err(error) = install(cancel.clone(), message, in_flight) {
-        eprintln!("warning: a signal will not stop the run cleanly: {error}");
+        errln!("warning: a signal will not stop the run cleanly: {error}");
     }
     cancel
 }
@@ -113,7 +114,7 @@ fn watch(mut wake: File, cancel: &AtomicBool, message: &str, in_flight: InFlight
         } else {
             format!("{name} again to quit now")
         };
-        eprintln!("\n{name}: {message} ({again})");
+        errln!("\n{name}: {message} ({again})");
         if in_flight == InFlight::Abandon {
             std::thread::spawn(|| {
                 std::thread::sleep(GRACE);
@@ -126,7 +127,7 @@ fn watch(mut wake: File, cancel: &AtomicBool, message: &str, in_flight: InFlight
 /// Live targets go first: no orphans.
 fn quit_now() -> ! {
     crate::live::end_all_targets();
-    eprintln!(
+    errln!(
         "interrupted ({}): nothing was written",
         received().unwrap_or("signal")
     );

@@ -4,6 +4,7 @@
 //! first failed write closes stdout for the rest of the command, quietly for a
 //! broken pipe (the reader chose to stop), with one warning for anything else
 //! (a full disk behind `> file`); the command still ends with its own exit code.
+//! stderr likewise never ends a command (`2>&1 | head -1` closes it too).
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,6 +32,12 @@ pub(crate) fn print(text: &str) {
     }
 }
 
+/// Writes `text` to stderr; a stderr that cannot be written (`2>&1 | head`)
+/// is no reason to end the command, or to change its exit code.
+pub(crate) fn print_err(text: &str) {
+    let _ = io::stderr().lock().write_all(text.as_bytes());
+}
+
 /// `println!` over [`print`].
 macro_rules! outln {
     ($($arg:tt)*) => {
@@ -45,4 +52,18 @@ macro_rules! out {
     };
 }
 
-pub(crate) use {out, outln};
+/// `eprintln!` over [`print_err`].
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::cli::stdout::print_err(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `eprint!` over [`print_err`].
+macro_rules! err {
+    ($($arg:tt)*) => {
+        $crate::cli::stdout::print_err(&format!($($arg)*))
+    };
+}
+
+pub(crate) use {err, errln, out, outln};
