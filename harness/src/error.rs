@@ -35,9 +35,19 @@ pub enum Error {
         path: PathBuf,
         source: io::Error,
     },
-    /// Ctrl-C before the run finished.
-    #[error("interrupted: nothing was written")]
-    Interrupted,
+    /// A place the reports cannot go, found before any trial runs: a run
+    /// must not spend an hour and then lose its reports.
+    #[error("cannot write {what} {}: {source}; choose another {flag}", path.display())]
+    Unwritable {
+        what: &'static str,
+        flag: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// A signal (Ctrl-C, SIGTERM, SIGHUP) before the run finished; it names
+    /// the signal.
+    #[error("interrupted ({0}): nothing was written")]
+    Interrupted(&'static str),
 }
 
 impl Error {
@@ -48,9 +58,10 @@ impl Error {
             | Error::Targets(_)
             | Error::Usage(_)
             | Error::Report(_)
-            | Error::Merge { .. } => Exit::BadInput,
+            | Error::Merge { .. }
+            | Error::Unwritable { .. } => Exit::BadInput,
             Error::Write { .. } => Exit::ReportsNotWritten,
-            Error::Interrupted => Exit::Interrupted,
+            Error::Interrupted(_) => Exit::Interrupted,
         }
     }
 }
@@ -72,7 +83,7 @@ mod tests {
     fn every_error_carries_a_documented_exit_code() {
         let errors = [
             Error::Usage("--seeds must be at least 1".into()),
-            Error::Interrupted,
+            Error::Interrupted("SIGTERM"),
             Error::Write {
                 what: "the reports into",
                 path: "out".into(),

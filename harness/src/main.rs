@@ -22,10 +22,12 @@ fn main() -> ExitCode {
 }
 
 /// Prints what stopped the command, and returns the exit code it carries.
+/// A stderr that cannot be written changes nothing: the exit code says it.
 fn report(error: &Error) -> Exit {
-    match error {
-        Error::Interrupted => eprintln!("{error}"),
-        _ => eprintln!("error: {error}"),
-    }
+    use std::io::Write;
+    let _ = match error {
+        Error::Interrupted(_) => writeln!(std::io::stderr(), "{error}"),
+        _ => writeln!(std::io::stderr(), "error: {error}"),
+    };
     error.exit()
 }

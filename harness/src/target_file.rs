@@ -5,8 +5,8 @@
 //! ```toml
 //! name = "postgres-ledger"            # optional: defaults to the directory's name
 //! summary = "the ledger on PostgreSQL"
-//! build = ["cargo", "build", "--quiet", "--workspace", "--bins"]
-//! command = ["../../target/debug/postgres-ledger"]
+//! build = ["cargo", "build", "--quiet", "--workspace", "--bins", "--profile", "{cargo-profile}"]
+//! command = ["../../target/{profile}/postgres-ledger"]  # {profile}: chaos's own, debug or release
 //! workdir = "."                       # optional: relative to this file
 //! ready-timeout = "10s"               # optional: GET /healthz must answer 200 by then
 //!
@@ -234,7 +234,7 @@ impl File {
         };
 
         let command_span = self.command.span();
-        let command = self.command.into_inner();
+        let command = expand_profile(self.command.into_inner());
         if command.is_empty() || command[0].is_empty() {
             return Err(error_at(
                 command_span,
@@ -251,7 +251,7 @@ impl File {
                         "build must name a program, or be left out".into(),
                     ));
                 }
-                Some(build)
+                Some(expand_profile(build))
             }
             None => None,
         };
@@ -363,9 +363,56 @@ fn is_name_byte(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-'
 }
 
+/// The profile chaos itself was built with, as cargo's output folder names
+/// it (`{profile}` in a target file) and as `cargo build --profile` takes it
+/// (`{cargo-profile}`): the targets chaos builds and starts are built alike,
+/// so `cargo run --release -- run ... --target postgres-ledger` no longer
+/// starts with a full debug build of the workspace (issue 15).
+pub(crate) const PROFILE: (&str, &str) = if cfg!(debug_assertions) {
+    ("debug", "dev")
+} else {
+    ("release", "release")
+};
+
+/// `args` with `{profile}` and `{cargo-profile}` replaced by [`PROFILE`].
+fn expand_profile(args: Vec<String>) -> Vec<String> {
+    args.into_iter()
+        .map(|arg| {
+            arg.replace("{profile}", PROFILE.0)
+                .replace("{cargo-profile}", PROFILE.1)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // guards: target files ran target/debug/* behind a debug build whatever
+    // profile chaos was built with (issue 15)
+    #[test]
+    fn target_files_build_and_run_the_profile_chaos_was_built_with() {
+        let file = TargetFile::parse(
+            Path::new("targets/x/target.toml"),
+            "name = \"x\"\nbuild = [\"cargo\", \"build\", \"--profile\", \"{cargo-profile}\"]\ncommand = [\"../../target/{profile}/x\"]\n",
+        )
+        .unwrap();
+        assert_eq!(file.build.unwrap()[3], PROFILE.1);
+        assert_eq!(file.command[0], format!("../../target/{}/x", PROFILE.0));
+        // The tests run in the dev profile.
+        assert_eq!(PROFILE, ("debug", "dev"));
+
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../targets");
+        for found in discover(&root) {
+            let file = found.unwrap();
+            let text = std::fs::read_to_string(&file.path).unwrap();
+            assert!(
+                !text.contains("target/debug") && !text.contains("target/release"),
+                "{} names a profile's folder; write target/{{profile}}",
+                file.path.display()
+            );
+        }
+    }
 
     const MINIMAL: &str = r#"
 command = ["python3", "server.py"]

@@ -100,6 +100,7 @@ pub(crate) fn judge<'a>(
         }
         Ok(Run::Cancelled) => return None,
         Ok(Run::Blocked { reason }) => judged(trial, Verdict::unknown(reason), None, true),
+        Ok(Run::Ran { .. }) if cancel.load(Ordering::Relaxed) => return None,
         Ok(Run::Ran { output, target }) => {
             let verdict = catch_unwind(AssertUnwindSafe(|| check::check(&trial, &target, &output)))
                 .unwrap_or_else(|panic| {

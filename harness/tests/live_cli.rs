@@ -352,3 +352,149 @@ fn a_target_that_hangs_or_listens_beyond_loopback_is_unknown() {
         "a target process survived"
     );
 }
+
+// guards: a SIGKILLed chaos left its live target running, holding its port
+// and its database connections (issue 15)
+#[test]
+fn a_sigkilled_chaos_takes_its_target_with_it() {
+    let dir = common::temp_dir("sigkill");
+    let marker = format!("sigkill-{}", std::process::id());
+    let server = common::repo_root().join("targets/python-replay-first/server.py");
+    std::fs::write(
+        dir.join("target.toml"),
+        format!(
+            "name = \"py\"\ncommand = [\"python3\", \"{}\"]\n[env]\nORPHAN_MARKER = \"{marker}\"\n",
+            server.display()
+        ),
+    )
+    .unwrap();
+    let mut child = common::chaos_command()
+        .args([
+            "run",
+            "scenarios/lost-response-agent-hop.toml",
+            "--target",
+            dir.join("target.toml").to_str().unwrap(),
+            "--seeds",
+            "20",
+            "--out",
+            dir.join("out").to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while processes_marked(&marker).is_empty() {
+        assert!(Instant::now() < deadline, "the target never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    // SIGKILL: no handler and no guard of chaos runs; only the kernel can help.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        survivors(&marker),
+        Vec::<u32>::new(),
+        "a target process outlived a SIGKILLed chaos"
+    );
+}
+
+// guards: `[network]` latencies applied only in the simulator, and a live run
+// said nothing of the field it ignored (issue 15)
+#[test]
+fn a_field_the_live_transport_ignores_is_a_warning_naming_it() {
+    let dir = common::temp_dir("ignored-field");
+    let scenario = dir.join("slow-network.toml");
+    let text = std::fs::read_to_string(common::scenarios_dir().join("lost-response-keyed.toml"))
+        .unwrap()
+        + "\n[network]\nmin-latency = \"1ms\"\nmax-latency = \"50ms\"\n";
+    std::fs::write(&scenario, text).unwrap();
+    let output = common::chaos_command()
+        .args([
+            "run",
+            scenario.to_str().unwrap(),
+            "--target",
+            "python-replay-first",
+            "--seeds",
+            "1",
+            "--out",
+            dir.join("out").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = common::text(&output);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("[network] min-latency = \"1ms\" and max-latency = \"50ms\" apply only in the simulator; live (python-replay-first)"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// guards: one SIGTERM (what a CI runner sends at its timeout) did not end a
+// live run in 10 minutes (issue 15)
+#[test]
+fn one_sigterm_ends_a_live_run_within_a_second_and_leaves_no_target() {
+    let dir = common::temp_dir("sigterm-live");
+    let marker = format!("sigterm-live-{}", std::process::id());
+    let server = common::repo_root().join("targets/python-replay-first/server.py");
+    std::fs::write(
+        dir.join("target.toml"),
+        format!(
+            "name = \"py\"\ncommand = [\"python3\", \"{}\"]\n[env]\nORPHAN_MARKER = \"{marker}\"\n",
+            server.display()
+        ),
+    )
+    .unwrap();
+    // lost-response-agent-hop holds an answer for the agent's whole timeout:
+    // the run is inside a real wait when the signal comes.
+    let mut child = common::chaos_command()
+        .args([
+            "run",
+            "scenarios/lost-response-agent-hop.toml",
+            "--target",
+            dir.join("target.toml").to_str().unwrap(),
+            "--seeds",
+            "20",
+            "--out",
+            dir.join("out").to_str().unwrap(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while processes_marked(&marker).is_empty() {
+        assert!(Instant::now() < deadline, "the target never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if sent.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("chaos did not stop within 20 s of one SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let took = sent.elapsed();
+    let output = child.wait_with_output().unwrap();
+    let (_, stderr) = common::text(&output);
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(took <= Duration::from_secs(1), "stopping took {took:?}");
+    assert!(stderr.contains("interrupted (SIGTERM)"), "{stderr}");
+    assert!(!dir.join("out").exists(), "something was written");
+    assert_eq!(
+        survivors(&marker),
+        Vec::<u32>::new(),
+        "a target process survived SIGTERM"
+    );
+}

@@ -77,6 +77,24 @@ fn counts(run: &RunView<'_>, operation: &OperationView<'_>, findings: &mut Findi
                 extra.at
             ),
         );
+    } else if let Some(why) = (count < expected && run.judges_completion())
+        .then(|| {
+            let last = run
+                .trial
+                .calls
+                .iter()
+                .rev()
+                .find(|call| call.operation == operation.index)?;
+            run.no_honest_end(last)
+        })
+        .flatten()
+    {
+        findings.fail(
+            anchor,
+            Check::RunIncomplete,
+            Some(name),
+            format!("operation '{name}': {count} effects, expected {expected}; not judged on finishing it: {why}"),
+        );
     } else if count < expected && run.judges_completion() {
         let last = operation
             .attempts

@@ -58,7 +58,9 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
                 expect.contains(&Outcome::Unknown) || expect.contains(&Outcome::Pending);
             let wants_effect = expect.iter().all(|outcome| outcome.claims_effect());
             if definitive.is_empty() && !accepts_uncertainty && !finals.is_empty() {
-                if wants_effect {
+                if let Some(why) = run.no_honest_end(call) {
+                    not_judged(findings, anchor, name, &label, &why);
+                } else if wants_effect {
                     findings.liveness_judged();
                     findings.fail(
                         anchor,
@@ -89,6 +91,12 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
             && !finals.is_empty()
             && run.judges_completion()
         {
+            if definitive.is_empty() {
+                if let Some(why) = run.no_honest_end(call) {
+                    not_judged(findings, anchor, name, &label, &why);
+                    continue;
+                }
+            }
             findings.liveness_judged();
             if definitive.is_empty() {
                 findings.fail(
@@ -105,6 +113,17 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
             }
         }
     }
+}
+
+/// A call the scenario left no honest way to finish: `unknown`, with why,
+/// rather than `stuck` against the target.
+fn not_judged(findings: &mut Findings, anchor: Anchor, name: &str, label: &str, why: &str) {
+    findings.fail(
+        anchor,
+        Check::RunIncomplete,
+        Some(name),
+        format!("{label}: not judged on finishing it: {why}"),
+    );
 }
 
 fn join<S: AsRef<str>>(items: impl Iterator<Item = S>) -> String {

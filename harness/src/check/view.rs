@@ -9,7 +9,8 @@ use chaos_kit::clock::millis;
 use chaos_kit::target::{AfterRetention, TargetInfo};
 
 use super::OperationSummary;
-use crate::history::{Answer, Attempt, AttemptEnd, Dispatch, Effect, Ms, RunOutput};
+use crate::fault::{Action, Hop};
+use crate::history::{Answer, Attempt, AttemptEnd, Dispatch, Effect, Happened, Ms, RunOutput};
 use crate::plan::{PlannedCall, Trial};
 use crate::scenario::{Policy, TestKind};
 
@@ -150,6 +151,69 @@ impl<'a> RunView<'a> {
             }
         }
         last.into_values().collect()
+    }
+
+    /// Why no target could bring `call` to an end its operation may be
+    /// judged on, when the scenario itself takes every honest end away:
+    /// then `stuck` and `missing-effect` would blame the target for the
+    /// scenario (issue 15), and the verdict is `unknown` with this reason.
+    /// `chaos explore` judges its schedules on the invariants alone for the
+    /// same cause ([`RunView::judges_completion`]); a hand-written scenario
+    /// is judged on completion wherever one is possible.
+    pub(crate) fn no_honest_end(&self, call: &PlannedCall) -> Option<String> {
+        let finals = self.finals(call);
+        if finals.is_empty() {
+            return None;
+        }
+        // The harness lost (or the agent's crash dropped) the last answer of
+        // every worker, and no retry was left: the agent cannot hear an
+        // answer, whatever the target said.
+        if finals
+            .iter()
+            .all(|attempt| matches!(attempt.end, AttemptEnd::Lost { .. } | AttemptEnd::Abandoned))
+        {
+            return Some(format!(
+                "the scenario's own fault lost the answer to its last attempt, and it had no retry left (attempts = {}); give the call more attempts for the target to be judged on finishing it",
+                call.attempts
+            ));
+        }
+        // A fault left the target not knowing whether the provider acted,
+        // then the clocks jumped past the provider's retention: the provider
+        // forgot the key, so nobody is left who knows.
+        let provider = &self.trial.scenario.provider;
+        let retention = provider
+            .retention
+            .filter(|_| provider.profile.can_reconcile())?;
+        let operation = self.operations.get(call.operation)?;
+        let uncertain_from = self
+            .run
+            .history
+            .faults
+            .iter()
+            .filter(|event| leaves_the_target_uncertain(event.what))
+            .filter(|event| {
+                operation
+                    .attempts
+                    .iter()
+                    .any(|attempt| attempt.spans(event.at))
+            })
+            .map(|event| event.at)
+            .min()?;
+        let jumped: std::time::Duration = self
+            .run
+            .history
+            .faults
+            .iter()
+            .filter(|event| event.at >= uncertain_from)
+            .filter_map(|event| event.clock_jump())
+            .sum();
+        (jumped >= retention).then(|| {
+            format!(
+                "a fault left the target not knowing whether the provider acted, and the clocks then jumped {} past the provider's {} retention: the provider forgot the key, so no target can learn the outcome",
+                humantime::format_duration(jumped),
+                humantime::format_duration(retention)
+            )
+        })
     }
 
     pub(crate) fn summaries(&self) -> Vec<OperationSummary> {
@@ -556,4 +620,22 @@ impl std::fmt::Display for Described<'_> {
         }
         write!(f, "worker {}, attempt {})", attempt.worker, attempt.attempt)
     }
+}
+
+/// Whether `what` leaves the target unable to tell, by itself, whether the
+/// provider acted on its dispatch.
+fn leaves_the_target_uncertain(what: Happened) -> bool {
+    matches!(
+        what,
+        Happened::Fault {
+            action: Action::LoseAnswer {
+                hop: Hop::ProviderToTarget,
+                ..
+            } | Action::LoseRequest(_)
+                | Action::CrashAfterCommit { .. }
+                | Action::CrashBeforeDispatch { .. }
+                | Action::Stall,
+            ..
+        }
+    )
 }

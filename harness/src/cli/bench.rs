@@ -1,10 +1,12 @@
 //! `chaos bench`: simulations per second, or `--explore`'s figures.
 
+use super::stdout::out;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::{cancel_on_ctrl_c, load_scenarios};
+use super::load_scenarios;
+use super::signal::{self, cancel_on_signal, InFlight};
 use crate::error::Error;
 use crate::exit::Exit;
 use crate::sim::SimTarget;
@@ -19,7 +21,7 @@ pub(super) struct BenchArgs {
     #[arg(long, default_value_t = 5)]
     rounds: usize,
     /// Length of one round.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = super::parse_duration, allow_hyphen_values = true)]
     round_length: Duration,
     /// Where the six tests' scenarios are.
     #[arg(long, default_value = "scenarios")]
@@ -58,7 +60,7 @@ pub(super) fn bench(args: BenchArgs) -> Result<Exit, Error> {
         return Err(Error::Usage("--rounds must be at least 1".into()));
     }
     let figures = crate::bench::bench(&mix, &target, args.rounds, args.round_length);
-    print!("{}", figures.render());
+    out!("{}", figures.render());
     Ok(Exit::Success)
 }
 
@@ -72,12 +74,12 @@ fn bench_explore(seeds: u64) -> Result<Exit, Error> {
             explore::bench::CORRECT
         ))
     })?;
-    let cancel = cancel_on_ctrl_c("interrupted: no figures will be printed");
+    let cancel = cancel_on_signal("interrupted: no figures will be printed", InFlight::Abandon);
     let figures = explore::bench::bench(correct, &broken, seeds, &cancel);
     if cancel.load(Ordering::Relaxed) {
-        return Err(Error::Interrupted);
+        return Err(Error::Interrupted(signal::received().unwrap_or("signal")));
     }
-    print!("{}", figures.render());
+    out!("{}", figures.render());
     Ok(if figures.problems().is_empty() {
         Exit::Success
     } else {

@@ -1,5 +1,6 @@
 //! `chaos compare`: reports side by side, and the regressions between them.
 
+use super::stdout::{out, outln};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -38,10 +39,10 @@ pub(super) fn compare(args: CompareArgs) -> Result<Exit, Error> {
     match args.format {
         CompareFormat::Table => {
             let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            print!("{}", compare::render_table(&comparison, color));
+            out!("{}", compare::render_table(&comparison, color));
         }
-        CompareFormat::Markdown => print!("{}", compare::render_markdown(&comparison)),
-        CompareFormat::Json => println!(
+        CompareFormat::Markdown => out!("{}", compare::render_markdown(&comparison)),
+        CompareFormat::Json => outln!(
             "{}",
             serde_json::to_string_pretty(&comparison).expect("a comparison always serialises")
         ),

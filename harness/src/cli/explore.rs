@@ -1,12 +1,13 @@
 //! `chaos explore`: fault schedules nobody wrote, each failure shrunk and
 //! written as a scenario `chaos run` replays.
 
+use super::stdout::outln;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use chaos_kit::protocol::ProviderProfile;
 
-use super::cancel_on_ctrl_c;
+use super::signal::{cancel_on_signal, InFlight};
 use crate::error::Error;
 use crate::exit::Exit;
 use crate::explore::{self, write, Stop};
@@ -25,7 +26,7 @@ pub(super) struct ExploreArgs {
     #[arg(long, default_value_t = 1000)]
     cases: u64,
     /// Stop looking for failures after this long (e.g. 30s); a failure found is still shrunk.
-    #[arg(long, value_name = "DUR", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DUR", value_parser = super::parse_duration, allow_hyphen_values = true)]
     time_budget: Option<Duration>,
     /// Seeds the generator: the same seed explores the same cases. Default:
     /// taken from the clock, and printed.
@@ -71,13 +72,15 @@ pub(super) fn explore(args: ExploreArgs) -> Result<Exit, Error> {
         None => "keyed, lookup, blind".into(),
     };
     // The seed first, so an exploration that dies halfway can be repeated.
-    println!(
+    outln!(
         "chaos explore: target {}, seed {seed}, up to {} cases, provider {providers}",
-        target.info.name, args.cases
+        target.info.name,
+        args.cases
     );
 
-    let cancel = cancel_on_ctrl_c(
+    let cancel = cancel_on_signal(
         "interrupted: a failure being shrunk is written as far as it got; nothing else is",
+        InFlight::Finish,
     );
     let bar = Bar::on_stderr("cases", Some(args.cases));
     let observer: &dyn Observer = match &bar {
@@ -89,8 +92,8 @@ pub(super) fn explore(args: ExploreArgs) -> Result<Exit, Error> {
     let mut unwritten = None;
     for (index, found) in exploration.found.iter().enumerate() {
         let shrunk = &found.shrunk;
-        println!("FAIL case {}: {}", found.case_number, found.original_reason);
-        println!(
+        outln!("FAIL case {}: {}", found.case_number, found.original_reason);
+        outln!(
             "shrunk from {} fault(s) to {} in {} steps{}:",
             found.original.faults.len(),
             shrunk.case.faults.len(),
@@ -98,13 +101,13 @@ pub(super) fn explore(args: ExploreArgs) -> Result<Exit, Error> {
             if shrunk.complete { "" } else { " (cut short)" }
         );
         for fault in &shrunk.case.faults {
-            println!("  - {fault}");
+            outln!("  - {fault}");
         }
-        println!("  {}", found.reason());
+        outln!("  {}", found.reason());
         match write::write(found, &target.info.name, &settings, &args.out, index) {
             Ok(written) => {
-                println!("scenario: {}", written.path.display());
-                println!("    rerun: {}", written.rerun);
+                outln!("scenario: {}", written.path.display());
+                outln!("    rerun: {}", written.rerun);
             }
             Err(source) => {
                 unwritten.get_or_insert(Error::Write {
@@ -116,7 +119,7 @@ pub(super) fn explore(args: ExploreArgs) -> Result<Exit, Error> {
         }
     }
     if let Some((case, _, reason)) = &exploration.first_unknown {
-        println!(
+        outln!(
             "UNKNOWN case {case} (first of {}): {reason}",
             exploration.cases_unknown
         );
@@ -127,7 +130,7 @@ pub(super) fn explore(args: ExploreArgs) -> Result<Exit, Error> {
         Stop::TimeBudget => "time budget spent",
         Stop::Interrupted => "interrupted",
     };
-    println!(
+    outln!(
         "summary: {} cases run in {:.1} s ({:.0} cases/s; {stopped}); {} failing, {} unknown; {} failure(s) found and shrunk in {} steps",
         exploration.cases_run,
         exploration.elapsed.as_secs_f64(),
@@ -141,6 +144,6 @@ pub(super) fn explore(args: ExploreArgs) -> Result<Exit, Error> {
         return Err(error);
     }
     let exit = exploration.exit();
-    println!("exit {}: {}", exit.code(), exit.describe());
+    outln!("exit {}: {}", exit.code(), exit.describe());
     Ok(exit)
 }

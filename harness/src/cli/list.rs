@@ -1,5 +1,6 @@
 //! `chaos list`: the targets a run can name and the scenarios it can run.
 
+use super::stdout::outln;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -28,9 +29,9 @@ pub(super) fn list(args: ListArgs) -> Result<Exit, Error> {
             |retention| humantime::format_duration(retention).to_string(),
         )
     };
-    println!("targets (run with --target NAME):");
+    outln!("targets (run with --target NAME):");
     for target in target::sim_targets() {
-        println!(
+        outln!(
             "  {:<34} sim   {} (retention: {})",
             target.info.name,
             target.info.summary,
@@ -39,7 +40,7 @@ pub(super) fn list(args: ListArgs) -> Result<Exit, Error> {
     }
     for found in target_file::discover(&args.targets) {
         match found {
-            Ok(file) => println!(
+            Ok(file) => outln!(
                 "  {:<34} live  {} (retention: {}) [{}]",
                 file.name,
                 file.summary,
@@ -51,10 +52,10 @@ pub(super) fn list(args: ListArgs) -> Result<Exit, Error> {
     }
     let mut paths = scenario_files(&args.scenarios)?;
     paths.sort();
-    println!("scenarios in {}:", args.scenarios.display());
+    outln!("scenarios in {}:", args.scenarios.display());
     for path in paths {
         match Scenario::load(&path) {
-            Ok(scenario) => println!(
+            Ok(scenario) => outln!(
                 "  {:<32} {:<20} {}",
                 scenario.name,
                 scenario.test.as_str(),

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::{present, say, ReportArgs};
+use super::{check_writable, present, say, ReportArgs};
 use crate::error::Error;
 use crate::exit::Exit;
 use crate::report::{json, merge};
@@ -17,6 +17,7 @@ pub(super) struct MergeArgs {
 }
 
 pub(super) fn merge(args: MergeArgs) -> Result<Exit, Error> {
+    check_writable(&args.reports)?;
     let mut shards = Vec::with_capacity(args.shards.len());
     for path in &args.shards {
         shards.push(json::read(path)?);

@@ -12,11 +12,11 @@ mod explore;
 mod list;
 mod merge;
 mod run;
+mod signal;
+pub(crate) mod stdout;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -25,6 +25,7 @@ use crate::exit::Exit;
 use crate::report::{self, json, junit, markdown, table, Format, Summary};
 use crate::scenario::Scenario;
 use crate::target::{self, Target};
+use stdout::{err, errln, out, outln};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -99,6 +100,32 @@ enum Stdout {
     Markdown,
 }
 
+/// A duration flag (`30s`, `2m`). A negative one used to meet clap's
+/// "unexpected argument '-1'" (issue 15): such flags take hyphen values and
+/// are refused here, with the reason.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    if text.trim_start().starts_with('-') {
+        return Err(format!(
+            "a duration cannot be negative: '{text}'; write one like 30s or 2m"
+        ));
+    }
+    humantime::parse_duration(text)
+        .map_err(|error| format!("'{text}' is not a duration ({error}); write one like 30s or 2m"))
+}
+
+/// A seed or a count flag: as with durations, a negative one is refused with
+/// the reason rather than clap's "unexpected argument '-1'".
+fn parse_count(text: &str) -> Result<u64, String> {
+    if text.trim_start().starts_with('-') {
+        return Err(format!(
+            "it cannot be negative: '{text}'; write a whole number from 0 to {}",
+            u64::MAX
+        ));
+    }
+    text.parse()
+        .map_err(|_| format!("'{text}' is not a whole number from 0 to {}", u64::MAX))
+}
+
 /// Where `--target NAME` looks for target files.
 const TARGETS_DIR: &str = "targets";
 
@@ -163,40 +190,43 @@ fn resolve_targets(args: &[String]) -> Result<Vec<Target>, Error> {
 /// carries a report for piping.
 fn say(reports: &ReportArgs, line: String) {
     if reports.format == Stdout::Table {
-        println!("{line}");
+        outln!("{line}");
     } else {
-        eprintln!("{line}");
+        errln!("{line}");
     }
 }
 
-/// Shows a summary, writes its reports and says how the run ended.
-fn present(summary: &Summary, reports: &ReportArgs) -> Result<Exit, Error> {
-    let failures = table::render_failures(summary);
-    match reports.format {
-        Stdout::Table => {
-            let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            println!("{}", table::render(summary, color));
-            print!("{failures}");
-        }
-        Stdout::Json => {
-            println!("{}", json::render(summary));
-            eprint!("{failures}");
-        }
-        Stdout::Markdown => {
-            print!("{}", markdown::render(summary));
-            eprint!("{failures}");
-        }
+/// Fails, before any trial runs, unless the reports can be written where
+/// the flags say: an existing file named as `--out`, or a folder chaos may
+/// not write into, was found only after the whole sweep (issue 15).
+fn check_writable(reports: &ReportArgs) -> Result<(), Error> {
+    crate::fs::check_writable_dir(&reports.out).map_err(|source| Error::Unwritable {
+        what: "the reports into",
+        flag: "--out",
+        path: reports.out.clone(),
+        source,
+    })?;
+    if let Some(path) = &reports.junit {
+        crate::fs::check_writable_file(path).map_err(|source| Error::Unwritable {
+            what: "the JUnit report to",
+            flag: "--junit",
+            path: path.clone(),
+            source,
+        })?;
     }
+    Ok(())
+}
 
-    let written =
+/// Writes a summary's reports, then shows it and says how the run ended.
+/// The reports go first: a reader that closes stdout early (`| head -1`)
+/// must not cost them (issue 15).
+fn present(summary: &Summary, reports: &ReportArgs) -> Result<Exit, Error> {
+    let mut written =
         report::write(summary, &reports.out, &reports.emit).map_err(|source| Error::Write {
             what: "the reports into",
             path: reports.out.clone(),
             source,
         })?;
-    for path in written {
-        say(reports, format!("report: {}", path.display()));
-    }
     if let Some(path) = &reports.junit {
         crate::fs::write_atomically(path, junit::render(summary).as_bytes()).map_err(|source| {
             Error::Write {
@@ -205,6 +235,26 @@ fn present(summary: &Summary, reports: &ReportArgs) -> Result<Exit, Error> {
                 source,
             }
         })?;
+        written.push(path.clone());
+    }
+
+    let failures = table::render_failures(summary);
+    match reports.format {
+        Stdout::Table => {
+            let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            outln!("{}", table::render(summary, color));
+            out!("{failures}");
+        }
+        Stdout::Json => {
+            outln!("{}", json::render(summary));
+            err!("{failures}");
+        }
+        Stdout::Markdown => {
+            out!("{}", markdown::render(summary));
+            err!("{failures}");
+        }
+    }
+    for path in written {
         say(reports, format!("report: {}", path.display()));
     }
     let exit = summary.exit();
@@ -213,23 +263,4 @@ fn present(summary: &Summary, reports: &ReportArgs) -> Result<Exit, Error> {
         format!("exit {}: {}", exit.code(), exit.describe()),
     );
     Ok(exit)
-}
-
-/// Sets the returned flag on Ctrl-C; a second Ctrl-C ends every live target
-/// and exits at once.
-fn cancel_on_ctrl_c(message: &'static str) -> Arc<AtomicBool> {
-    let cancel = Arc::new(AtomicBool::new(false));
-    let flag = cancel.clone();
-    let handler = ctrlc::set_handler(move || {
-        if flag.swap(true, Ordering::SeqCst) {
-            // The user means it. Live targets go first: no orphans.
-            crate::live::end_all_targets();
-            std::process::exit(i32::from(Exit::Interrupted.code()));
-        }
-        eprintln!("\n{message} (Ctrl-C again to quit now)");
-    });
-    if let Err(error) = handler {
-        eprintln!("warning: Ctrl-C will not stop the run cleanly: {error}");
-    }
-    cancel
 }

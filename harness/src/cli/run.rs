@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
-use super::{cancel_on_ctrl_c, load_scenarios, present, resolve_targets, say, ReportArgs};
+use super::signal::{self, cancel_on_signal, InFlight};
+use super::stdout::errln;
+use super::{check_writable, load_scenarios, present, resolve_targets, say, ReportArgs};
 use crate::error::Error;
 use crate::exit::Exit;
 use crate::progress::{Bar, Observer};
@@ -22,13 +24,13 @@ pub(super) struct RunArgs {
     targets: Vec<String>,
     /// Run this many seeds per (scenario, target), from --first-seed; live,
     /// this many trials. Default: 200, or 5 when a target runs live.
-    #[arg(long, conflicts_with = "seed")]
+    #[arg(long, conflicts_with = "seed", value_parser = super::parse_count, allow_hyphen_values = true)]
     seeds: Option<u64>,
     /// The first seed of a sweep.
-    #[arg(long, conflicts_with = "seed", default_value_t = 0)]
+    #[arg(long, conflicts_with = "seed", default_value_t = 0, value_parser = super::parse_count, allow_hyphen_values = true)]
     first_seed: u64,
     /// Run exactly this seed (replays a failure).
-    #[arg(long)]
+    #[arg(long, value_parser = super::parse_count, allow_hyphen_values = true)]
     seed: Option<u64>,
     /// Run only shard K of N: every Nth (scenario, target, seed) trial from the
     /// Kth. `chaos merge` combines the N shard reports into the whole run's.
@@ -62,14 +64,12 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
     let targets = resolve_targets(&args.targets)?;
     let seeds = match args.seed {
         Some(seed) => Seeds::One(seed),
-        None if args.seeds == Some(0) => {
-            return Err(Error::Usage("--seeds must be at least 1".into()))
-        }
-        None => Seeds::Range {
-            first: args.first_seed,
-            count: args.seeds.unwrap_or(default_seeds(&targets)),
-        },
+        None => seed_range(
+            args.first_seed,
+            args.seeds.unwrap_or(default_seeds(&targets)),
+        )?,
     };
+    check_writable(&args.reports)?;
     let sweep = Sweep {
         seeds,
         partition: args.partition,
@@ -95,12 +95,16 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
         ),
     );
 
-    for warning in retention_warnings(&scenarios, &targets) {
-        eprintln!("warning: {warning}");
+    for warning in retention_warnings(&scenarios, &targets)
+        .into_iter()
+        .chain(ignored_field_warnings(&scenarios, &targets))
+    {
+        errln!("warning: {warning}");
     }
 
-    let cancel = cancel_on_ctrl_c(
-        "interrupted: stopping (simulated trials in flight finish, live targets are ended); no report will be written",
+    let cancel = cancel_on_signal(
+        "interrupted: stopping (trials in flight are abandoned, live targets are ended); no report will be written",
+        InFlight::Abandon,
     );
     let bar = Bar::on_stderr("trials", None);
     let observer: &dyn Observer = match &bar {
@@ -109,14 +113,67 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
     };
     let summary = crate::run(&scenarios, &targets, sweep, observer, &cancel);
     observer.finished();
-    let summary = summary.ok_or(Error::Interrupted)?;
+    let summary =
+        summary.ok_or_else(|| Error::Interrupted(signal::received().unwrap_or("signal")))?;
     if summary.cells.is_empty() {
-        eprintln!(
+        errln!(
             "warning: shard {} holds no trials: there are fewer trials than shards",
             args.partition.map(|p| p.to_string()).unwrap_or_default()
         );
     }
     present(&summary, &args.reports)
+}
+
+/// The most seeds one cell may run: past it a typo (an extra zero or three)
+/// would run for days rather than fail at once.
+pub(crate) const MAX_SEEDS: u64 = 100_000_000;
+
+/// `count` seeds from `first`, every one of them a u64: a range past
+/// u64::MAX used to wrap around to 0 (issue 15).
+fn seed_range(first: u64, count: u64) -> Result<Seeds, Error> {
+    if count == 0 {
+        return Err(Error::Usage("--seeds must be at least 1".into()));
+    }
+    if count > MAX_SEEDS {
+        return Err(Error::Usage(format!(
+            "--seeds {count} is more than the {MAX_SEEDS} one run may take per cell; split it with --first-seed, or across machines with --partition"
+        )));
+    }
+    if first.checked_add(count - 1).is_none() {
+        return Err(Error::Usage(format!(
+            "--first-seed {first} with --seeds {count} runs past the last seed, {}; lower --first-seed to at most {}",
+            u64::MAX,
+            u64::MAX - (count - 1)
+        )));
+    }
+    Ok(Seeds::Range { first, count })
+}
+
+/// A scenario field the live transport does not carry out, named: a huge
+/// `max-latency` failed simulated and passed live with nothing said (issue 15).
+fn ignored_field_warnings(scenarios: &[Scenario], targets: &[Target]) -> Vec<String> {
+    let live: Vec<&str> = targets
+        .iter()
+        .filter(|target| matches!(target, Target::Live { .. }))
+        .map(Target::name)
+        .collect();
+    if live.is_empty() {
+        return Vec::new();
+    }
+    let default = crate::scenario::NetworkSetup::default();
+    scenarios
+        .iter()
+        .filter(|scenario| scenario.network != default)
+        .map(|scenario| {
+            format!(
+                "{}: [network] min-latency = \"{}\" and max-latency = \"{}\" apply only in the simulator; live ({}) the latency is loopback's own, so a simulated and a live verdict of this scenario may differ",
+                scenario.path.display(),
+                humantime::format_duration(scenario.network.min_latency),
+                humantime::format_duration(scenario.network.max_latency),
+                live.join(", ")
+            )
+        })
+        .collect()
 }
 
 /// A target whose declared retention is no longer than a scenario's provider

@@ -219,6 +219,18 @@ impl Fault {
         self.rule().re_plans()
     }
 
+    /// The key and length of a wait it makes a live run sit through in real
+    /// time; a simulated one passes it for free.
+    pub(crate) fn real_wait(&self) -> Option<(&'static str, Duration)> {
+        match self {
+            Fault::CrashTarget(fault) => Some(("restart-after", fault.restart_after)),
+            Fault::CrashAgent(fault) => Some(("restart-after", fault.restart_after)),
+            Fault::Delay(fault) => Some(("by", fault.by)),
+            Fault::DoubleApprove(fault) => Some(("gap", fault.gap)),
+            _ => None,
+        }
+    }
+
     pub(crate) fn drifts(&self) -> bool {
         self.rule().drifts()
     }

@@ -97,6 +97,12 @@ impl TargetProcess {
             .stderr(open(&launch.stderr)?)
             // Its own group: one signal ends it and everything it started.
             .process_group(0);
+        let parent = nix::unistd::getpid();
+        // SAFETY: between fork and exec only async-signal-safe calls: prctl,
+        // getppid.
+        unsafe {
+            command.pre_exec(move || die_with(parent));
+        }
         // Hold the registry while spawning, so an `end_all` from another thread
         // cannot slip between the spawn and the registration.
         let mut registry = groups();
@@ -142,6 +148,25 @@ impl TargetProcess {
     pub(crate) fn stderr_tail(&self) -> String {
         tail(&self.stderr)
     }
+}
+
+/// In the child, before exec: the kernel SIGKILLs it when chaos dies, even
+/// of a SIGKILL that runs no guard and no handler (a CI job killed at its
+/// timeout used to leave the target holding its port and its database
+/// connections; issue 15). The signal goes to the group's leader, the
+/// process the target file names: a target started through a shell script
+/// should `exec` its server. Linux's parent-death signal is tied to the
+/// thread that spawned the child; chaos spawns targets from the thread that
+/// drives the trial, which outlives it.
+fn die_with(parent: Pid) -> std::io::Result<()> {
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+    // chaos died between fork and prctl: nobody is left to send the signal.
+    if nix::unistd::getppid() != parent {
+        return Err(std::io::Error::other(
+            "chaos exited while starting the target",
+        ));
+    }
+    Ok(())
 }
 
 impl Drop for TargetProcess {

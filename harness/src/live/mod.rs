@@ -21,6 +21,7 @@ mod launch;
 mod net;
 pub(crate) mod schedule;
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -122,7 +123,9 @@ fn build(target: &TargetFile, cancel: &AtomicBool) -> Result<()> {
         stdout: dir.path.join("build.out"),
         stderr: dir.path.join("build.err"),
     };
-    eprintln!(
+    // A closed stderr is no reason to stop the build (issue 15).
+    let _ = writeln!(
+        std::io::stderr(),
         "chaos: building target '{}': {}",
         target.name,
         launch.display()

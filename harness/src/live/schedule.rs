@@ -48,6 +48,22 @@ pub(crate) fn live_time(
     scenario: &Scenario,
     retention: Option<Retention>,
 ) -> Result<LiveTime, String> {
+    // A real wait past the limit used to hold a live run for ever, whatever
+    // signal came (issue 15): it is refused before the target starts.
+    for (index, fault) in scenario.faults.iter().enumerate() {
+        if let Some((key, wait)) = fault.real_wait() {
+            if wait > WAIT_LIMIT {
+                return Err(format!(
+                    "fault {} ({}) has {key} = \"{}\", which live is a real wait, past the live limit of {}; \
+                     shorten it, or run this scenario in the simulator",
+                    index + 1,
+                    fault.kind(),
+                    humantime::format_duration(wait),
+                    humantime::format_duration(WAIT_LIMIT),
+                ));
+            }
+        }
+    }
     let jumps: Vec<(usize, Duration)> = scenario
         .faults
         .iter()
@@ -196,6 +212,20 @@ mod tests {
             after: AfterRetention::NewOperation,
             shorten,
         })
+    }
+
+    // guards: `restart-after = "999999999days"` held a live run for ever (issue 15)
+    #[test]
+    fn a_real_wait_past_the_limit_is_refused() {
+        let mut scenario = scenario("1s");
+        let file: crate::fault::FaultFile = toml::from_str(
+            "kind = \"crash-target\"\nat = \"after-commit\"\nnth = 1\nrestart-after = \"999999999days\"",
+        )
+        .unwrap();
+        scenario.faults = vec![file.validate(2).unwrap()];
+        let why = live_time(&scenario, None).unwrap_err();
+        assert!(why.contains("restart-after"), "{why}");
+        assert!(why.contains("past the live limit of 1m"), "{why}");
     }
 
     #[test]

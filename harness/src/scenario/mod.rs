@@ -17,7 +17,10 @@ use crate::input::{self, FileError};
 
 mod file;
 
-pub use file::{MAX_ATTEMPTS, MAX_CONCURRENCY};
+pub use file::{
+    MAX_ATTEMPTS, MAX_CALLS, MAX_CONCURRENCY, MAX_FAULTS, MAX_FILE_BYTES, MAX_NAME_BYTES,
+    MAX_SUBAGENTS, MAX_TEXT_BYTES, MAX_TOTAL_ATTEMPTS,
+};
 
 /// Which of the six tests (or an explored schedule) a scenario belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -263,6 +266,16 @@ impl ProviderSetup {
 pub struct NetworkSetup {
     pub min_latency: Duration,
     pub max_latency: Duration,
+}
+
+impl Default for NetworkSetup {
+    /// What a scenario without `[network]` gets.
+    fn default() -> Self {
+        NetworkSetup {
+            min_latency: Duration::from_millis(1),
+            max_latency: Duration::from_millis(2),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

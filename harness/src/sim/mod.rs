@@ -13,7 +13,7 @@
 mod net;
 
 use std::io;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -68,10 +68,13 @@ impl Driver for SimTarget {
         Trial::new(scenario, seed, Timing::simulated(scenario))
     }
 
-    fn run(&self, trial: &Trial<'_>, _cancel: &AtomicBool) -> Run {
-        Run::Ran {
-            output: Box::new(simulate(trial, self)),
-            target: self.info.clone(),
+    fn run(&self, trial: &Trial<'_>, cancel: &AtomicBool) -> Run {
+        match simulate(trial, self, cancel) {
+            Some(output) => Run::Ran {
+                output: Box::new(output),
+                target: self.info.clone(),
+            },
+            None => Run::Cancelled,
         }
     }
 }
@@ -88,8 +91,9 @@ pub(crate) const EPOCH_MS: u64 = 1_767_225_600_000;
 /// cut short and judged `unknown`.
 const SIMULATION_LIMIT: Duration = Duration::from_secs(120);
 
-/// Runs one trial against one simulated target.
-fn simulate(trial: &Trial<'_>, target: &SimTarget) -> RunOutput {
+/// Runs one trial against one simulated target; `None` when `cancel` was set
+/// meanwhile.
+fn simulate(trial: &Trial<'_>, target: &SimTarget, cancel: &AtomicBool) -> Option<RunOutput> {
     let scenario = trial.scenario;
     let timing = trial.timing;
     let timeline: Arc<dyn Timeline> = Arc::new(SimTimeline);
@@ -186,19 +190,29 @@ fn simulate(trial: &Trial<'_>, target: &SimTarget) -> RunOutput {
         });
     }
 
-    let error = drive(&mut sim, &cast.nemesis);
-    cast.finish(elapsed_ms(&sim), error)
+    let error = drive(&mut sim, &cast.nemesis, cancel)?;
+    Some(cast.finish(elapsed_ms(&sim), error))
 }
 
 /// Steps the simulation to the end, carrying out the nemesis's crashes and
-/// restarts between steps.
-fn drive(sim: &mut turmoil::Sim<'_>, nemesis: &Nemesis) -> Option<String> {
+/// restarts between steps: `Some(why it stopped early)`, or `None` when
+/// cancelled. The flag is read at every step, so a signal abandons even a
+/// trial of many calls at once; before, SIGTERM waited for every trial in
+/// flight (issue 15).
+fn drive(
+    sim: &mut turmoil::Sim<'_>,
+    nemesis: &Nemesis,
+    cancel: &AtomicBool,
+) -> Option<Option<String>> {
     let mut crashes = Crashes::default();
     loop {
+        if cancel.load(Ordering::Relaxed) {
+            return None;
+        }
         match sim.step() {
-            Ok(true) => return None,
+            Ok(true) => return Some(None),
             Ok(false) => {}
-            Err(error) => return Some(format!("the simulation stopped: {error}")),
+            Err(error) => return Some(Some(format!("the simulation stopped: {error}"))),
         }
         while let Some(due) = crashes.due(nemesis, elapsed_ms(sim)) {
             match due {

@@ -162,7 +162,8 @@ fn page(summary: &Summary) -> Page {
     let mut meta = vec![
         ("chaos".to_owned(), summary.chaos_version.clone()),
         ("transport".to_owned(), summary.transport.to_string()),
-        ("seeds".to_owned(), summary.seeds_label()),
+        // The label names its own seeds: under "seeds" it read "seeds seeds 0..=199".
+        ("run".to_owned(), summary.seeds_label()),
         (
             "scenarios × targets".to_owned(),
             format!("{} × {}", summary.scenarios.len(), summary.targets.len()),
