@@ -441,7 +441,8 @@ impl ScenarioFile {
         for (what, value, limit) in lengths {
             check_length(what, value, limit).map_err(error)?;
         }
-        for declined in &self.provider.declines {
+        let declines = self.provider.iter().flat_map(|provider| &provider.declines);
+        for declined in declines {
             check_length("provider.declines entry", declined, MAX_NAME_BYTES).map_err(error)?;
         }
         for (name, setup) in &self.operations {
