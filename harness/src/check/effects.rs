@@ -275,6 +275,24 @@ mod tests {
         assert!(message.starts_with("operation 'second'"), "{message}");
     }
 
+    /// Guards two-reminders-one-invoice x redis-ledger, live under load
+    /// (issue 11): the first reminder's dispatch, its answer and the second
+    /// reminder's send fell in one millisecond, and timing alone gave the
+    /// dispatch to the second (claim-without-effect for the first).
+    #[test]
+    fn a_dispatch_in_the_tick_one_call_ends_and_the_next_starts_belongs_to_the_one_told_its_receipt(
+    ) {
+        let verdict = Case::new(SHARED_SUBJECT)
+            .commit(1, 56)
+            .answer(1, 44, 56, Outcome::Applied)
+            .commit(2, 57)
+            .answer(2, 56, 57, Outcome::Applied)
+            .judge();
+        assert!(verdict.findings.is_empty(), "{:?}", verdict.findings);
+        assert_eq!(verdict.operations[0].effects, 1);
+        assert_eq!(verdict.operations[1].effects, 1);
+    }
+
     #[test]
     fn no_effect_is_a_missing_effect_unless_the_schedule_was_explored() {
         let abandoned = |text: &str| Case::new(text).answer(1, 1, 5, Outcome::Unknown).judge();

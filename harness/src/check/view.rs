@@ -10,7 +10,9 @@ use chaos_kit::target::{AfterRetention, TargetInfo};
 
 use super::OperationSummary;
 use crate::fault::{Action, Hop};
-use crate::history::{Answer, Attempt, AttemptEnd, Dispatch, Effect, Happened, Ms, RunOutput};
+use crate::history::{
+    Answer, Attempt, AttemptEnd, Dispatch, Disposition, Effect, Happened, Ms, RunOutput,
+};
 use crate::plan::{PlannedCall, Trial};
 use crate::scenario::{Policy, TestKind};
 
@@ -388,8 +390,9 @@ impl<'a> OperationView<'a> {
 /// subject; when several operations share it (two reminders for one
 /// invoice), the dispatch belongs to the operation its downstream key was
 /// first dispatched for, and a key seen first is the one of the operation
-/// whose attempt was open when it arrived (of several, the last sent), or
-/// else of the last one started by then. Operations of one subject run one
+/// that exactly one operation was answered with the receipt of, or else of
+/// the operation whose attempt was open when it arrived (of several, the
+/// last sent), or else of the last one started by then. Operations of one subject run one
 /// after another in every scenario that shares one, so this is exact there.
 fn owners(trial: &Trial<'_>, run: &RunOutput) -> Vec<Option<usize>> {
     let mut by_key: BTreeMap<&str, usize> = BTreeMap::new();
@@ -406,6 +409,36 @@ fn owners(trial: &Trial<'_>, run: &RunOutput) -> Vec<Option<usize>> {
                 return candidates.first().copied();
             }
             if let Some(&owner) = dispatch.key.as_deref().and_then(|key| by_key.get(key)) {
+                return Some(owner);
+            }
+            // The operation that was handed this dispatch's receipt, when
+            // exactly one was: stronger than timing, which a millisecond
+            // clock cannot split when one call's answer and the next call's
+            // send share a tick (seen live, under load).
+            let receipt = match &dispatch.disposition {
+                Disposition::Committed { receipt } | Disposition::Replayed { receipt } => {
+                    Some(receipt.as_str())
+                }
+                _ => None,
+            };
+            let told: Vec<usize> = candidates
+                .iter()
+                .copied()
+                .filter(|&index| {
+                    receipt.is_some()
+                        && attempts.iter().any(|attempt| {
+                            attempt.operation == index
+                                && attempt
+                                    .answer()
+                                    .and_then(|answer| answer.receipt.as_deref())
+                                    == receipt
+                        })
+                })
+                .collect();
+            if let [owner] = told[..] {
+                if let Some(key) = dispatch.key.as_deref() {
+                    by_key.insert(key, owner);
+                }
                 return Some(owner);
             }
             let started = |index: usize, open: bool| {
