@@ -95,6 +95,9 @@ pub enum Check {
     ClaimWithoutEffect,
     /// `rejected` although the ledger holds the operation's effect.
     RejectedWithEffect,
+    /// `held` (for human review, nothing done) although the ledger holds
+    /// the operation's effect: the review would approve what already happened.
+    HeldWithEffect,
     /// `failed` ("not done") although the ledger holds the operation's effect.
     FailedWithEffect,
     /// A receipt that is not in the ledger for this operation.
@@ -128,7 +131,7 @@ pub enum Check {
 impl Check {
     /// Every check with its name, most specific first: the one table names
     /// come from (reports, the schema's enum, the README).
-    pub const ALL: [(Check, &'static str); 22] = [
+    pub const ALL: [(Check, &'static str); 23] = [
         (Check::Disclosure, "disclosure"),
         (
             Check::ChangedPayloadDispatched,
@@ -145,6 +148,7 @@ impl Check {
         (Check::StaleApplied, "stale-applied"),
         (Check::ClaimWithoutEffect, "claim-without-effect"),
         (Check::RejectedWithEffect, "rejected-with-effect"),
+        (Check::HeldWithEffect, "held-with-effect"),
         (Check::FailedWithEffect, "failed-with-effect"),
         (Check::ReceiptMismatch, "receipt-mismatch"),
         (Check::ExpiredNotRefused, "expired-not-refused"),
