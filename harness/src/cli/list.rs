@@ -29,7 +29,10 @@ pub(super) fn list(args: ListArgs) -> Result<Exit, Error> {
         )
     };
     println!("targets (run with --target NAME):");
-    for target in target::sim_targets() {
+    for target in target::sim_targets()
+        .into_iter()
+        .chain(target::gate_targets())
+    {
         println!(
             "  {:<34} sim   {} (retention: {})",
             target.info.name,

@@ -16,8 +16,10 @@ use crate::fault::Fault;
 use crate::input::{self, FileError};
 
 mod file;
+mod fixture;
 
 pub use file::{MAX_ATTEMPTS, MAX_CONCURRENCY};
+pub use fixture::{Approval, Arguments, Decision, Fixture, TOOLS};
 
 /// Which of the six tests (or an explored schedule) a scenario belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -37,6 +39,9 @@ pub enum TestKind {
     /// What the downstream service really promises: refusals, saved errors,
     /// redelivery, lookups that lag.
     ProviderContract,
+    /// The authorization lab: each call's decision (allow, deny, held)
+    /// against a fixture of tenants, records and approvals.
+    Authorization,
     /// Written by `chaos explore`.
     Explored,
 }
@@ -54,6 +59,7 @@ impl TestKind {
             TestKind::RePlan => "re-plan",
             TestKind::OperationIdentity => "operation-identity",
             TestKind::ProviderContract => "provider-contract",
+            TestKind::Authorization => "authorization",
             TestKind::Explored => "explored",
         }
     }
@@ -71,6 +77,7 @@ impl TestKind {
             TestKind::RePlan => "one effect per intent, however often the planner decides the step again",
             TestKind::OperationIdentity => "each genuinely new operation has its own effect, and each tenant sees only its own",
             TestKind::ProviderContract => "the layer relies only on what the provider's contract promises: no second accepted request, and no certainty the provider did not give",
+            TestKind::Authorization => "each call gets the decision its case states, and a denied or held call has no effect",
             TestKind::Explored => "at most the expected effects per operation, honest outcomes, no disclosure and no dispatch of a changed payload",
         }
     }
@@ -226,6 +233,8 @@ pub struct Scenario {
     pub calls: Vec<Call>,
     pub faults: Vec<Fault>,
     pub expect: Expectations,
+    /// `test = "authorization"`: the lab's trusted data.
+    pub fixture: Option<Fixture>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -293,6 +302,19 @@ pub struct Call {
     /// The definitive outcomes this call may end with; `None` accepts any that
     /// the universal checks accept.
     pub expect: Option<BTreeSet<Outcome>>,
+    /// The tool called; `None` is the workload's.
+    pub tool: Option<String>,
+    /// Authorization: the decision the call must get.
+    pub decision: Option<Decision>,
+    /// Authorization: the model's arguments, sent as they are.
+    pub arguments: Option<Arguments>,
+}
+
+impl Call {
+    /// The tool this call names.
+    pub fn tool<'a>(&'a self, workload: &'a Workload) -> &'a str {
+        self.tool.as_deref().unwrap_or(&workload.tool)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

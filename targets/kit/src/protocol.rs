@@ -309,6 +309,25 @@ pub struct Receipt {
     pub receipt: String,
 }
 
+/// `GET /records/{id}` at the provider: the record and the tenant that owns
+/// it. Ownership comes from here, never from a tool call's arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub id: String,
+    pub tenant: String,
+}
+
+/// One approval recorded at the authority by trusted code (`GET
+/// /approvals?actor=`): a human approved exactly this action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approval {
+    pub actor: String,
+    pub tool: String,
+    pub invoice: String,
+    pub recipient: String,
+    pub body: String,
+}
+
 /// RFC 7662-style token introspection answer.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Introspection {
