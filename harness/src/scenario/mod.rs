@@ -647,4 +647,119 @@ operation = "reminder"
         );
         assert!(message.contains("Choose from: reminder"), "{message}");
     }
+
+    const LAB: &str = r#"
+test = "authorization"
+description = "lab"
+
+[provider]
+profile = "keyed"
+
+[fixture]
+actor = "alex"
+tenant = "north"
+scope = ["read_invoice", "send_reminder"]
+
+[fixture.records]
+INV-A = "north"
+INV-B = "south"
+
+[[call]]
+operation = "read"
+tool = "read_invoice"
+decision = "deny"
+
+[call.arguments]
+invoice = "INV-B"
+tenant = "south"
+"#;
+
+    /// Issue 12: a lab case's decision becomes its expectations.
+    #[test]
+    fn a_lab_call_expects_its_decision() {
+        let scenario = parse(LAB).unwrap();
+        let call = &scenario.calls[0];
+        assert_eq!(call.decision, Some(Decision::Deny));
+        assert_eq!(call.expect, Some(BTreeSet::from([Outcome::Denied])));
+        assert_eq!(scenario.expected_effects("read"), 0);
+        assert_eq!(call.tool(&scenario.workload), "read_invoice");
+        let written = scenario.to_toml();
+        assert_eq!(parse(&written).unwrap(), scenario, "{written}");
+    }
+
+    /// Issue 12: every new field is strict, with file, line and choices.
+    #[test]
+    fn lab_fields_are_checked_with_line_and_choices() {
+        let error = |text: &str| parse(text).unwrap_err().to_string();
+
+        let message = error(&LAB.replace("tool = \"read_invoice\"", "tool = \"delete_invoice\""));
+        assert!(
+            message.starts_with("scenarios/example.toml:17:"),
+            "{message}"
+        );
+        for tool in TOOLS {
+            assert!(message.contains(tool), "{message}");
+        }
+
+        let message = error(&LAB.replace("invoice = \"INV-B\"", "invoice = \"INV-C\""));
+        assert!(
+            message.starts_with("scenarios/example.toml:17:"),
+            "{message}"
+        );
+        assert!(
+            message.contains("unknown record 'INV-C'") && message.contains("INV-A, INV-B"),
+            "{message}"
+        );
+
+        let message = error(&LAB.replace("decision = \"deny\"", "decision = \"refuse\""));
+        assert!(
+            message.starts_with("scenarios/example.toml:20:"),
+            "{message}"
+        );
+        assert!(
+            message.contains("allow") && message.contains("held"),
+            "{message}"
+        );
+
+        let message = error(&LAB.replace(
+            "tenant = \"north\"\n",
+            "tenant = \"north\"\nrole = \"admin\"\n",
+        ));
+        assert!(message.starts_with("scenarios/example.toml:"), "{message}");
+        assert!(
+            message.contains("unknown field `role`") && message.contains("scope"),
+            "{message}"
+        );
+
+        let message = error(&LAB.replace(
+            "tenant = \"south\"",
+            "tenant = \"south\"\nowner = \"south\"",
+        ));
+        assert!(
+            message.contains("unknown field `owner`") && message.contains("document"),
+            "{message}"
+        );
+
+        let message = error(&LAB.replace("decision = \"deny\"\n", ""));
+        assert!(
+            message.contains("add decision = \"allow\", \"deny\" or \"held\""),
+            "{message}"
+        );
+
+        let message = error(&LAB.replace("test = \"authorization\"", "test = \"lost-response\""));
+        assert!(
+            message.contains("[fixture] belongs to test = \"authorization\""),
+            "{message}"
+        );
+
+        let no_fixture =
+            LAB.split("[fixture]").next().unwrap().to_owned() + "[[call]]\noperation = \"read\"\n";
+        assert!(error(&no_fixture).contains("needs a [fixture]"));
+
+        let message = error(&LAB.replace("scope = [\"read_invoice\", ", "scope = [\"read\", "));
+        assert!(
+            message.contains("unknown tool 'read' in fixture.scope"),
+            "{message}"
+        );
+    }
 }
