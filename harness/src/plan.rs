@@ -9,7 +9,7 @@ use bytes::Bytes;
 use chaos_kit::canonical::{intent_fingerprint, payload_fingerprint};
 use chaos_kit::protocol::Outcome;
 
-use crate::scenario::{Identity, PayloadVariant, Scenario, Workload, DEFAULT_TENANT};
+use crate::scenario::{Arguments, Identity, PayloadVariant, Scenario, Workload, DEFAULT_TENANT};
 
 /// Who the agent acts as. The target learns tenant and actor from the
 /// authority, never from these constants or the arguments.
@@ -116,6 +116,8 @@ pub struct PlannedCall {
     /// 1-based, as `after-call` counts.
     pub number: u32,
     pub operation: usize,
+    /// The tool it calls (`POST /tools/{tool}`).
+    pub tool: String,
     pub variant: PayloadVariant,
     pub payload: Payload,
     pub attempts: u32,
@@ -170,14 +172,27 @@ impl<'a> Trial<'a> {
             .iter()
             .map(|setup| {
                 let name = setup.name.as_str();
-                let subject = format!("inv-{}-{seed:x}{suffix}", setup.subject);
+                let first_call = scenario.calls.iter().find(|call| call.operation == name);
+                // The lab's records are the fixture's own ids: the provider
+                // serves their owners, and the model's arguments name them.
+                let fixture_arguments = first_call.and_then(|call| call.arguments.as_ref());
+                let subject = match fixture_arguments {
+                    Some(arguments) => arguments
+                        .invoice
+                        .clone()
+                        .unwrap_or_else(|| format!("all-invoices-{name}")),
+                    None => format!("inv-{}-{seed:x}{suffix}", setup.subject),
+                };
                 let first_variant = scenario
                     .calls
                     .iter()
                     .find(|call| call.operation == name)
                     .map(|call| call.payload)
                     .unwrap_or(PayloadVariant::Original);
-                let of = |variant| Payload::of(workload, &setup.subject, &subject, variant);
+                let of = |variant| match fixture_arguments {
+                    Some(arguments) => Payload::of_arguments(workload, arguments),
+                    None => Payload::of(workload, &setup.subject, &subject, variant),
+                };
                 let drifted = workload
                     .free_text_field
                     .is_some()
@@ -210,16 +225,21 @@ impl<'a> Trial<'a> {
                     .iter()
                     .position(|op| op.name == call.operation)
                     .expect("every call's operation was collected above");
-                PlannedCall {
-                    number: index as u32 + 1,
-                    operation,
-                    variant: call.payload,
-                    payload: Payload::of(
+                let payload = match &call.arguments {
+                    Some(arguments) => Payload::of_arguments(workload, arguments),
+                    None => Payload::of(
                         workload,
                         &scenario.setup(&call.operation).subject,
                         &operations[operation].subject,
                         call.payload,
                     ),
+                };
+                PlannedCall {
+                    number: index as u32 + 1,
+                    operation,
+                    tool: call.tool(workload).to_owned(),
+                    variant: call.payload,
+                    payload,
                     attempts: call.attempts,
                     concurrency: call.concurrency,
                     subagents: call.subagents,
@@ -241,9 +261,21 @@ impl<'a> Trial<'a> {
         }
     }
 
-    /// The scope granted to the agent's token.
+    /// The scope granted to the agent's token: the fixture's, in the lab.
     pub fn scope(&self) -> String {
-        format!("{BASE_SCOPE} {}", self.scenario.workload.tool)
+        match &self.scenario.fixture {
+            Some(fixture) => fixture.scope.join(" "),
+            None => format!("{BASE_SCOPE} {}", self.scenario.workload.tool),
+        }
+    }
+
+    /// Who the agent's token belongs to, and in which tenant, as the
+    /// authority tells it: the fixture's caller in the lab.
+    pub(crate) fn caller(&self, tenant: &str) -> (String, String) {
+        match &self.scenario.fixture {
+            Some(fixture) => (fixture.actor.clone(), fixture.tenant.clone()),
+            None => (ACTOR.to_owned(), tenant.to_owned()),
+        }
     }
 
     /// The operation a subject value belongs to.
@@ -277,6 +309,19 @@ pub(crate) fn own_key(tool_use_id: &str) -> String {
 }
 
 impl Payload {
+    /// The lab's arguments, as the model wrote them.
+    pub(crate) fn of_arguments(workload: &Workload, arguments: &Arguments) -> Payload {
+        let bytes = Bytes::from(arguments.to_json());
+        let value: serde_json::Value =
+            serde_json::from_slice(&bytes).expect("the harness writes JSON");
+        let free_text: Vec<&str> = workload.free_text_field.as_deref().into_iter().collect();
+        Payload {
+            fingerprint: payload_fingerprint(&bytes),
+            intent: intent_fingerprint(&value, &free_text),
+            bytes,
+        }
+    }
+
     /// The arguments of the operation on subject `label` in `variant`, with
     /// their fingerprints.
     pub(crate) fn of(

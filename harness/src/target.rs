@@ -79,9 +79,44 @@ pub fn sim_targets() -> Vec<SimTarget> {
     targets
 }
 
+/// The authorization lab's `gate` and its variants (`baseline`, one
+/// `gate-no-*` per control). Named by a run, never in the default sweep nor
+/// in [`sim_targets`]: they are authorization boundaries, not idempotency
+/// layers, and are judged on `scenarios/authorization/` only.
+pub fn gate_targets() -> Vec<SimTarget> {
+    macro_rules! gate_variant {
+        ($name:literal) => {
+            SimTarget {
+                info: target_gate::variant($name).expect("a gate variant").0,
+                serve: |listener, shutdown, env| {
+                    let controls = target_gate::variant($name).expect("a gate variant").1;
+                    Box::pin(target_gate::serve(listener, shutdown, env, controls))
+                },
+            }
+        };
+    }
+    let targets = vec![
+        gate_variant!("baseline"),
+        gate_variant!("gate-no-identity"),
+        gate_variant!("gate-no-scope"),
+        gate_variant!("gate-no-tenant"),
+        gate_variant!("gate-no-approval"),
+        gate_variant!("gate"),
+    ];
+    debug_assert_eq!(targets.len(), target_gate::variants().len());
+    targets
+}
+
+/// Every simulated target a run can name.
+fn nameable() -> Vec<SimTarget> {
+    let mut targets = sim_targets();
+    targets.extend(gate_targets());
+    targets
+}
+
 /// Finds a simulated target by name.
 pub fn find(name: &str) -> Result<SimTarget, UnknownTarget> {
-    let targets = sim_targets();
+    let targets = nameable();
     targets
         .iter()
         .find(|target| target.info.name == name)
@@ -167,7 +202,7 @@ pub fn resolve(arg: &str, targets_dir: &Path) -> Result<Target, ResolveError> {
             arg: arg.to_owned(),
         });
     }
-    let mut choices: Vec<String> = sim_targets()
+    let mut choices: Vec<String> = nameable()
         .into_iter()
         .map(|target| target.info.name)
         .collect();
@@ -217,7 +252,7 @@ mod tests {
         let error = find("ledgr").unwrap_err();
         assert_eq!(
             error.to_string(),
-            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure"
+            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure, baseline, gate-no-identity, gate-no-scope, gate-no-tenant, gate-no-approval, gate"
         );
     }
 }

@@ -88,6 +88,13 @@ fn outcome(operation: &OperationView<'_>, answer: &AnswerView<'_>, findings: &mu
                 answer.effects_of_epoch[0].receipt, answer.effects_of_epoch[0].at
             ),
         ),
+        Outcome::Held if !answer.effects_of_epoch.is_empty() => fail(
+            Check::HeldWithEffect,
+            format!(
+                "operation '{name}': attempt {who} answered held (for review, nothing done), but the provider committed its effect ({}) at {} ms",
+                answer.effects_of_epoch[0].receipt, answer.effects_of_epoch[0].at
+            ),
+        ),
         Outcome::Denied => {
             // Only an attempt alone in flight is judged: with another one
             // overlapping, the dispatch may well have been the other's.
@@ -363,6 +370,22 @@ mod tests {
             .bare_answer(1, 1, 5, Outcome::Rejected)
             .judge();
         assert!(!truly.has(Check::RejectedWithEffect));
+    }
+
+    /// Issue 12: a held call is for review, so any effect it had is a lie.
+    #[test]
+    fn held_while_the_effect_exists_is_caught() {
+        let held = Case::new(ONE_CALL)
+            .commit(1, 3)
+            .bare_answer(1, 1, 5, Outcome::Held)
+            .judge();
+        let message = &held.finding(Check::HeldWithEffect).message;
+        assert!(message.contains("answered held"), "{message}");
+        assert_eq!(held.status, crate::Status::Fail);
+        let truly = Case::new(ONE_CALL)
+            .bare_answer(1, 1, 5, Outcome::Held)
+            .judge();
+        assert!(!truly.has(Check::HeldWithEffect));
     }
 
     #[test]

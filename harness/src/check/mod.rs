@@ -12,12 +12,15 @@
 //! - [`honesty`]: whether each answer told the truth about the ledger;
 //! - [`payload`]: whether a changed payload was refused and an equal one replayed;
 //! - [`disclosure`]: whether a receipt or result reached a caller who may not see it;
-//! - [`liveness`]: whether each call ended as its scenario expects, and was not stuck.
+//! - [`liveness`]: whether each call ended as its scenario expects, and was not stuck;
+//! - [`authorization`]: whether each lab call got its stated decision, with
+//!   no effect for a denied or held one.
 //!
 //! They compose as in Jepsen: a failure dominates, a run that could not
 //! finish is `unknown` unless what it recorded already fails, and a checker
 //! that errors makes the verdict `unknown`, never a pass.
 
+mod authorization;
 mod disclosure;
 mod effects;
 mod honesty;
@@ -72,6 +75,9 @@ pub enum Liveness {
 /// caused, not the other way round).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Check {
+    /// Authorization: a call did not get the decision its case states, or a
+    /// call that had to be denied or held left an effect.
+    WrongDecision,
     /// A receipt or result shown to a caller who may not see it: in a `denied`
     /// or `conflict` answer, or in any answer after the caller was revoked.
     Disclosure,
@@ -95,6 +101,9 @@ pub enum Check {
     ClaimWithoutEffect,
     /// `rejected` although the ledger holds the operation's effect.
     RejectedWithEffect,
+    /// `held` (for human review, nothing done) although the ledger holds
+    /// the operation's effect: the review would approve what already happened.
+    HeldWithEffect,
     /// `failed` ("not done") although the ledger holds the operation's effect.
     FailedWithEffect,
     /// A receipt that is not in the ledger for this operation.
@@ -128,7 +137,8 @@ pub enum Check {
 impl Check {
     /// Every check with its name, most specific first: the one table names
     /// come from (reports, the schema's enum, the README).
-    pub const ALL: [(Check, &'static str); 22] = [
+    pub const ALL: [(Check, &'static str); 24] = [
+        (Check::WrongDecision, "wrong-decision"),
         (Check::Disclosure, "disclosure"),
         (
             Check::ChangedPayloadDispatched,
@@ -145,6 +155,7 @@ impl Check {
         (Check::StaleApplied, "stale-applied"),
         (Check::ClaimWithoutEffect, "claim-without-effect"),
         (Check::RejectedWithEffect, "rejected-with-effect"),
+        (Check::HeldWithEffect, "held-with-effect"),
         (Check::FailedWithEffect, "failed-with-effect"),
         (Check::ReceiptMismatch, "receipt-mismatch"),
         (Check::ExpiredNotRefused, "expired-not-refused"),
@@ -334,7 +345,8 @@ type Checker = fn(&RunView<'_>, &mut Findings);
 
 /// Every family, in the order they run (the order of findings is the
 /// [`Anchor`]'s, not this one).
-const CHECKERS: [(&str, Checker); 6] = [
+const CHECKERS: [(&str, Checker); 7] = [
+    ("authorization", authorization::check),
     ("effects", effects::check),
     ("payload", payload::check),
     ("honesty", honesty::check),

@@ -30,7 +30,10 @@ pub(super) fn list(args: ListArgs) -> Result<Exit, Error> {
         )
     };
     outln!("targets (run with --target NAME):");
-    for target in target::sim_targets() {
+    for target in target::sim_targets()
+        .into_iter()
+        .chain(target::gate_targets())
+    {
         outln!(
             "  {:<34} sim   {} (retention: {})",
             target.info.name,

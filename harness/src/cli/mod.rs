@@ -77,7 +77,8 @@ struct ReportArgs {
     #[arg(long, default_value = "reports/latest")]
     out: PathBuf,
     /// Which reports to write into --out, comma-separated: json (report.json),
-    /// junit (junit.xml), markdown (summary.md), html (report.html).
+    /// junit (junit.xml), markdown (summary.md), html (report.html),
+    /// decisions (authorization.md, the authorization lab's matrix).
     #[arg(
         long,
         value_delimiter = ',',
@@ -243,6 +244,9 @@ fn present(summary: &Summary, reports: &ReportArgs) -> Result<Exit, Error> {
         Stdout::Table => {
             let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             outln!("{}", table::render(summary, color));
+            if let Some(matrix) = report::decisions::Matrix::of(summary) {
+                out!("{}", matrix.render_text());
+            }
             out!("{failures}");
         }
         Stdout::Json => {

@@ -121,6 +121,9 @@ fn call() -> impl Strategy<Value = Call> {
                 subagents,
                 identity,
                 expect: None,
+                tool: None,
+                decision: None,
+                arguments: None,
             },
         )
 }
@@ -244,6 +247,7 @@ impl Case {
                 effects: Default::default(),
                 max_dispatches_per_operation: None,
             },
+            fixture: None,
         }
     }
 

@@ -61,6 +61,11 @@ pub fn render(summary: &Summary) -> String {
         "\nEach cell: the verdict, `effects X/Y` (the most side effects any one operation had / the most allowed: `2/1` is a customer charged twice; `×3` the most effects one intent had for each it was allowed), and seeds that did not pass / seeds run.\n",
     );
 
+    if let Some(matrix) = super::decisions::Matrix::of(summary) {
+        out.push_str("\n### Authorization decisions\n\n");
+        out.push_str(&matrix.render_markdown());
+    }
+
     let failing: Vec<&CellSummary> = summary
         .cells
         .iter()

@@ -7,6 +7,9 @@
 //! - [`junit`]: `junit.xml`, one test case per (scenario, target), for CI;
 //! - [`markdown`]: `summary.md`, fit for a pull-request comment;
 //! - [`html`]: `report.html`, self-contained, with a timeline per failing case;
+//! - [`decisions`]: the authorization lab's decision matrix (case x control
+//!   variant, decisions matched n/7 beside the published figures), in the
+//!   table, `summary.md`, and `authorization.md` (`--emit decisions`);
 //! - [`compare`]: several reports side by side, and the regressions between them;
 //! - [`merge`]: shard reports of one partitioned run, combined into one.
 //!
@@ -14,6 +17,7 @@
 //! come; [`record`] is the per-seed record the detailed formats draw from.
 
 pub mod compare;
+pub mod decisions;
 pub(crate) mod fold;
 pub mod html;
 pub mod json;
@@ -480,10 +484,18 @@ pub enum Format {
     Junit,
     Markdown,
     Html,
+    /// The authorization lab's write-up, `authorization.md`.
+    Decisions,
 }
 
 impl Format {
-    pub const ALL: [Format; 4] = [Format::Json, Format::Junit, Format::Markdown, Format::Html];
+    pub const ALL: [Format; 5] = [
+        Format::Json,
+        Format::Junit,
+        Format::Markdown,
+        Format::Html,
+        Format::Decisions,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -491,6 +503,7 @@ impl Format {
             Format::Junit => "junit",
             Format::Markdown => "markdown",
             Format::Html => "html",
+            Format::Decisions => "decisions",
         }
     }
 
@@ -500,6 +513,7 @@ impl Format {
             Format::Junit => "junit.xml",
             Format::Markdown => "summary.md",
             Format::Html => "report.html",
+            Format::Decisions => "authorization.md",
         }
     }
 
@@ -509,6 +523,7 @@ impl Format {
             Format::Junit => junit::render(summary),
             Format::Markdown => markdown::render(summary),
             Format::Html => html::render(summary),
+            Format::Decisions => decisions::render_document(summary),
         }
     }
 }

@@ -60,7 +60,6 @@ impl StatusMapping {
 pub(crate) struct Script {
     pub seed: u64,
     pub run_id: String,
-    pub tool: String,
     pub timing: Timing,
     pub calls: Vec<ScriptedCall>,
 }
@@ -68,6 +67,8 @@ pub(crate) struct Script {
 #[derive(Debug, Clone)]
 pub(crate) struct ScriptedCall {
     pub number: u32,
+    /// The tool it calls: the workload's, or the lab call's own.
+    pub tool: String,
     pub operation: usize,
     pub step_id: String,
     /// The bearer token of the operation's tenant.
@@ -116,7 +117,6 @@ impl Script {
         Script {
             seed: trial.seed,
             run_id: trial.run_id.clone(),
-            tool: trial.scenario.workload.tool.clone(),
             timing: trial.timing,
             calls: trial
                 .calls
@@ -125,6 +125,7 @@ impl Script {
                     let operation = &trial.operations[call.operation];
                     ScriptedCall {
                         number: call.number,
+                        tool: call.tool.clone(),
                         operation: call.operation,
                         step_id: operation.step_id.clone(),
                         token: operation.token.clone(),
@@ -415,7 +416,7 @@ async fn send_attempt(
     // Built again for a second delivery: the same bytes, headers and all.
     let request = || {
         Request::post(
-            format!("/tools/{}", script.tool),
+            format!("/tools/{}", call.tool),
             tool_call.payload.bytes.clone(),
         )
         .header(IDEMPOTENCY_KEY, tool_call.key.as_str())

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use chaos_kit::http::{Abort, Request, Response};
-use chaos_kit::protocol::Introspection;
+use chaos_kit::protocol::{Approval, Introspection};
 
 use crate::fault::{Action, Grant};
 use crate::history::AuthDecision;
@@ -23,6 +23,8 @@ struct TokenGrant {
 pub(crate) struct Authority {
     timeline: Arc<dyn Timeline>,
     grants: Mutex<BTreeMap<String, TokenGrant>>,
+    /// The lab's approvals, recorded by trusted code before the run.
+    approvals: Mutex<Vec<Approval>>,
     decisions: Mutex<Vec<AuthDecision>>,
     /// Asked about every introspection (an outage is a fault). Weak: the
     /// nemesis holds this authority to revoke grants.
@@ -34,6 +36,7 @@ impl Authority {
         Authority {
             timeline,
             grants: Mutex::new(BTreeMap::new()),
+            approvals: Mutex::new(Vec::new()),
             decisions: Mutex::new(Vec::new()),
             nemesis: OnceLock::new(),
         }
@@ -55,6 +58,17 @@ impl Authority {
                 scope: scope.split_whitespace().map(str::to_owned).collect(),
             },
         );
+    }
+
+    /// Records approvals as a human gave them, for `GET /approvals`.
+    pub(crate) fn record_approvals(&self, approvals: &[crate::scenario::Approval]) {
+        lock(&self.approvals).extend(approvals.iter().map(|approval| Approval {
+            actor: approval.actor.clone(),
+            tool: approval.tool.clone(),
+            invoice: approval.invoice.clone(),
+            recipient: approval.recipient.clone(),
+            body: approval.body.clone(),
+        }));
     }
 
     /// Takes away `grant` from `token` for `tool`.
@@ -92,6 +106,15 @@ impl Authority {
     pub(crate) async fn handle(self: Arc<Self>, request: Request) -> Result<Response, Abort> {
         if request.method == "GET" && request.path == "/healthz" {
             return Ok(Response::new(200));
+        }
+        if request.method == "GET" && request.path == "/approvals" {
+            let actor = request.query_param("actor").unwrap_or("");
+            let approvals: Vec<Approval> = lock(&self.approvals)
+                .iter()
+                .filter(|approval| approval.actor == actor)
+                .cloned()
+                .collect();
+            return Ok(Response::json(200, &approvals));
         }
         if request.method != "POST" || request.path != "/introspect" {
             return Ok(Response::new(404));

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::history::{Attempt, History, Ms, RunOutput};
-use crate::plan::{Trial, ACTOR};
+use crate::plan::Trial;
 use agent::{AgentEnv, StatusMapping};
 use authority::Authority;
 use clock::{HarnessClock, Timeline};
@@ -58,7 +58,11 @@ impl Cast {
         let scenario = trial.scenario;
         let authority = Arc::new(Authority::new(timeline.clone()));
         for (tenant, token) in &trial.tokens {
-            authority.grant(token, ACTOR, tenant, &trial.scope());
+            let (actor, tenant) = trial.caller(tenant);
+            authority.grant(token, &actor, &tenant, &trial.scope());
+        }
+        if let Some(fixture) = &scenario.fixture {
+            authority.record_approvals(&fixture.approvals);
         }
         let nemesis = Arc::new(
             Nemesis::new(
@@ -92,6 +96,11 @@ impl Cast {
                 subject_field: scenario.workload.subject_field.clone(),
                 free_text_field: scenario.workload.free_text_field.clone(),
                 hold: trial.timing.hold,
+                records: scenario
+                    .fixture
+                    .as_ref()
+                    .map(|fixture| fixture.records.clone())
+                    .unwrap_or_default(),
             },
             clock.clone(),
             timeline.clone(),

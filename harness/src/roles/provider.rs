@@ -41,6 +41,8 @@ pub(crate) struct ProviderConfig {
     pub free_text_field: Option<String>,
     /// How long a held answer is held.
     pub hold: Duration,
+    /// The lab's records and their owning tenants, for `GET /records/{id}`.
+    pub records: BTreeMap<String, String>,
 }
 
 pub(crate) struct Provider {
@@ -118,6 +120,19 @@ impl Provider {
         match (request.method.as_str(), request.path.as_str()) {
             ("GET", "/healthz") => Ok(Response::new(200)),
             ("GET", "/effects") => Ok(self.lookup(&request)),
+            ("GET", path) if path.starts_with("/records/") => {
+                let id = path.trim_start_matches("/records/");
+                Ok(match self.config.records.get(id) {
+                    Some(tenant) => Response::json(
+                        200,
+                        &chaos_kit::protocol::Record {
+                            id: id.to_owned(),
+                            tenant: tenant.clone(),
+                        },
+                    ),
+                    None => Response::new(404),
+                })
+            }
             ("POST", path) if path.starts_with("/effects/") => {
                 let tool = path.trim_start_matches("/effects/").to_owned();
                 self.dispatch(tool, request).await

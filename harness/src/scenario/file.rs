@@ -10,6 +10,7 @@ use chaos_kit::protocol::{LookupCapability, Outcome, ProviderProfile};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+use super::fixture::{Arguments, Decision, Fixture};
 use super::{
     Boundary, Call, Claim, Expectations, Identity, NetworkSetup, OperationSetup, PayloadVariant,
     Policy, ProviderSetup, Scenario, ScenarioError, TestKind, Workload, DEFAULT_TENANT,
@@ -89,6 +90,9 @@ pub(super) fn write(scenario: &Scenario) -> String {
                         subagents: call.subagents,
                         identity: call.identity,
                         expect: call.expect.clone(),
+                        tool: call.tool.clone(),
+                        decision: call.decision,
+                        arguments: call.arguments.clone(),
                     },
                 )
             })
@@ -106,6 +110,10 @@ pub(super) fn write(scenario: &Scenario) -> String {
                 max_dispatches_per_operation: scenario.expect.max_dispatches_per_operation,
             },
         )),
+        fixture: scenario
+            .fixture
+            .clone()
+            .map(|fixture| Spanned::new(nowhere(), fixture)),
     };
     toml::to_string(&file).expect("a scenario always serialises to TOML")
 }
@@ -135,6 +143,9 @@ struct ScenarioFile {
     fault: Vec<Spanned<FaultFile>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     expect: Option<Spanned<ExpectFile>>,
+    /// Required by, and only by, `test = "authorization"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fixture: Option<Spanned<Fixture>>,
 }
 
 impl ProviderFile {
@@ -293,6 +304,12 @@ struct CallFile {
     identity: Identity,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     expect: Option<BTreeSet<Outcome>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    decision: Option<Decision>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    arguments: Option<Arguments>,
 }
 
 fn default_subagents() -> u32 {
@@ -491,6 +508,32 @@ impl ScenarioFile {
             }
         }
 
+        let fixture = match (self.fixture, self.test == TestKind::Authorization) {
+            (Some(spanned), true) => {
+                let span = spanned.span();
+                let fixture = spanned.into_inner();
+                fixture
+                    .validate()
+                    .map_err(|message| error_at(span, message))?;
+                Some(fixture)
+            }
+            (None, true) => {
+                return Err(error(
+                    "test = \"authorization\" needs a [fixture]: actor, tenant, scope and [fixture.records] (each record's owning tenant)".into(),
+                ))
+            }
+            (Some(spanned), false) => {
+                return Err(error_at(
+                    spanned.span(),
+                    format!(
+                        "[fixture] belongs to test = \"authorization\", not \"{}\"; remove it or change the test",
+                        self.test.as_str()
+                    ),
+                ))
+            }
+            (None, false) => None,
+        };
+
         let call_count = self.call.len() as u32;
         let mut faults = Vec::with_capacity(self.fault.len());
         for spanned in self.fault {
@@ -563,7 +606,51 @@ impl ScenarioFile {
                     ),
                 ));
             }
-            if call.expect.as_ref().is_some_and(BTreeSet::is_empty) {
+            let authorization = self.test == TestKind::Authorization;
+            match (&fixture, call.decision, &call.arguments) {
+                (Some(fixture), Some(_), Some(arguments)) => {
+                    let tool = call.tool.as_deref().unwrap_or(&self.workload.tool);
+                    fixture
+                        .check_call(tool, arguments)
+                        .map_err(|message| error_at(span.clone(), message))?;
+                }
+                (Some(_), None, _) => {
+                    return Err(error_at(
+                        span,
+                        "an authorization call states its decision: add decision = \"allow\", \"deny\" or \"held\"".into(),
+                    ))
+                }
+                (Some(_), Some(_), None) => {
+                    return Err(error_at(
+                        span,
+                        "an authorization call carries the model's arguments: add [call.arguments] with invoice (and recipient, body for send_reminder)".into(),
+                    ))
+                }
+                (None, Some(_), _) | (None, _, Some(_)) => {
+                    return Err(error_at(
+                        span,
+                        "decision and [call.arguments] belong to test = \"authorization\", which has a [fixture]; remove them".into(),
+                    ))
+                }
+                (None, None, None) => {}
+            }
+            if let Some(tool) = &call.tool {
+                if tool.is_empty() || !tool.bytes().all(is_token_byte) {
+                    return Err(error_at(
+                        span,
+                        format!(
+                            "tool '{tool}' must be a non-empty name of letters, digits, '_' or '-'"
+                        ),
+                    ));
+                }
+            }
+            let expect = match (call.expect, call.decision) {
+                (None, Some(decision)) if authorization => {
+                    Some(decision.outcomes().iter().copied().collect())
+                }
+                (expect, _) => expect,
+            };
+            if expect.as_ref().is_some_and(BTreeSet::is_empty) {
                 return Err(error_at(
                     span,
                     "expect = [] accepts nothing; remove it to accept any honest outcome".into(),
@@ -576,7 +663,10 @@ impl ScenarioFile {
                 concurrency: call.concurrency,
                 subagents: call.subagents,
                 identity: call.identity,
-                expect: call.expect,
+                expect,
+                tool: call.tool,
+                decision: call.decision,
+                arguments: call.arguments,
             });
         }
         if faults.iter().any(|fault| fault.drifts()) && self.workload.free_text_field.is_none() {
@@ -604,6 +694,15 @@ impl ScenarioFile {
                         operations.join(", ")
                     ),
                 ));
+            }
+        }
+
+        let mut effects = expect.effects;
+        for call in calls.iter().filter(|_| fixture.is_some()) {
+            if let Some(decision) = call.decision {
+                effects
+                    .entry(call.operation.clone())
+                    .or_insert(decision.effects());
             }
         }
 
@@ -656,9 +755,10 @@ impl ScenarioFile {
             faults,
             expect: Expectations {
                 effects_per_operation: expect.effects_per_operation,
-                effects: expect.effects,
+                effects,
                 max_dispatches_per_operation: expect.max_dispatches_per_operation,
             },
+            fixture,
         })
     }
 }

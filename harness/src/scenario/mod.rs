@@ -16,11 +16,13 @@ use crate::fault::Fault;
 use crate::input::{self, FileError};
 
 mod file;
+mod fixture;
 
 pub use file::{
     MAX_ATTEMPTS, MAX_CALLS, MAX_CONCURRENCY, MAX_FAULTS, MAX_FILE_BYTES, MAX_NAME_BYTES,
     MAX_SUBAGENTS, MAX_TEXT_BYTES, MAX_TOTAL_ATTEMPTS,
 };
+pub use fixture::{Approval, Arguments, Decision, Fixture, TOOLS};
 
 /// Which of the six tests (or an explored schedule) a scenario belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -40,6 +42,9 @@ pub enum TestKind {
     /// What the downstream service really promises: refusals, saved errors,
     /// redelivery, lookups that lag.
     ProviderContract,
+    /// The authorization lab: each call's decision (allow, deny, held)
+    /// against a fixture of tenants, records and approvals.
+    Authorization,
     /// Written by `chaos explore`.
     Explored,
 }
@@ -57,6 +62,7 @@ impl TestKind {
             TestKind::RePlan => "re-plan",
             TestKind::OperationIdentity => "operation-identity",
             TestKind::ProviderContract => "provider-contract",
+            TestKind::Authorization => "authorization",
             TestKind::Explored => "explored",
         }
     }
@@ -74,6 +80,7 @@ impl TestKind {
             TestKind::RePlan => "one effect per intent, however often the planner decides the step again",
             TestKind::OperationIdentity => "each genuinely new operation has its own effect, and each tenant sees only its own",
             TestKind::ProviderContract => "the layer relies only on what the provider's contract promises: no second accepted request, and no certainty the provider did not give",
+            TestKind::Authorization => "each call gets the decision its case states, and a denied or held call has no effect",
             TestKind::Explored => "at most the expected effects per operation, honest outcomes, no disclosure and no dispatch of a changed payload",
         }
     }
@@ -229,6 +236,8 @@ pub struct Scenario {
     pub calls: Vec<Call>,
     pub faults: Vec<Fault>,
     pub expect: Expectations,
+    /// `test = "authorization"`: the lab's trusted data.
+    pub fixture: Option<Fixture>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -306,6 +315,19 @@ pub struct Call {
     /// The definitive outcomes this call may end with; `None` accepts any that
     /// the universal checks accept.
     pub expect: Option<BTreeSet<Outcome>>,
+    /// The tool called; `None` is the workload's.
+    pub tool: Option<String>,
+    /// Authorization: the decision the call must get.
+    pub decision: Option<Decision>,
+    /// Authorization: the model's arguments, sent as they are.
+    pub arguments: Option<Arguments>,
+}
+
+impl Call {
+    /// The tool this call names.
+    pub fn tool<'a>(&'a self, workload: &'a Workload) -> &'a str {
+        self.tool.as_deref().unwrap_or(&workload.tool)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -637,5 +659,120 @@ operation = "reminder"
             "{message}"
         );
         assert!(message.contains("Choose from: reminder"), "{message}");
+    }
+
+    const LAB: &str = r#"
+test = "authorization"
+description = "lab"
+
+[provider]
+profile = "keyed"
+
+[fixture]
+actor = "alex"
+tenant = "north"
+scope = ["read_invoice", "send_reminder"]
+
+[fixture.records]
+INV-A = "north"
+INV-B = "south"
+
+[[call]]
+operation = "read"
+tool = "read_invoice"
+decision = "deny"
+
+[call.arguments]
+invoice = "INV-B"
+tenant = "south"
+"#;
+
+    /// Issue 12: a lab case's decision becomes its expectations.
+    #[test]
+    fn a_lab_call_expects_its_decision() {
+        let scenario = parse(LAB).unwrap();
+        let call = &scenario.calls[0];
+        assert_eq!(call.decision, Some(Decision::Deny));
+        assert_eq!(call.expect, Some(BTreeSet::from([Outcome::Denied])));
+        assert_eq!(scenario.expected_effects("read"), 0);
+        assert_eq!(call.tool(&scenario.workload), "read_invoice");
+        let written = scenario.to_toml();
+        assert_eq!(parse(&written).unwrap(), scenario, "{written}");
+    }
+
+    /// Issue 12: every new field is strict, with file, line and choices.
+    #[test]
+    fn lab_fields_are_checked_with_line_and_choices() {
+        let error = |text: &str| parse(text).unwrap_err().to_string();
+
+        let message = error(&LAB.replace("tool = \"read_invoice\"", "tool = \"delete_invoice\""));
+        assert!(
+            message.starts_with("scenarios/example.toml:17:"),
+            "{message}"
+        );
+        for tool in TOOLS {
+            assert!(message.contains(tool), "{message}");
+        }
+
+        let message = error(&LAB.replace("invoice = \"INV-B\"", "invoice = \"INV-C\""));
+        assert!(
+            message.starts_with("scenarios/example.toml:17:"),
+            "{message}"
+        );
+        assert!(
+            message.contains("unknown record 'INV-C'") && message.contains("INV-A, INV-B"),
+            "{message}"
+        );
+
+        let message = error(&LAB.replace("decision = \"deny\"", "decision = \"refuse\""));
+        assert!(
+            message.starts_with("scenarios/example.toml:20:"),
+            "{message}"
+        );
+        assert!(
+            message.contains("allow") && message.contains("held"),
+            "{message}"
+        );
+
+        let message = error(&LAB.replace(
+            "tenant = \"north\"\n",
+            "tenant = \"north\"\nrole = \"admin\"\n",
+        ));
+        assert!(message.starts_with("scenarios/example.toml:"), "{message}");
+        assert!(
+            message.contains("unknown field `role`") && message.contains("scope"),
+            "{message}"
+        );
+
+        let message = error(&LAB.replace(
+            "tenant = \"south\"",
+            "tenant = \"south\"\nowner = \"south\"",
+        ));
+        assert!(
+            message.contains("unknown field `owner`") && message.contains("document"),
+            "{message}"
+        );
+
+        let message = error(&LAB.replace("decision = \"deny\"\n", ""));
+        assert!(
+            message.contains("add decision = \"allow\", \"deny\" or \"held\""),
+            "{message}"
+        );
+
+        let message = error(&LAB.replace("test = \"authorization\"", "test = \"lost-response\""));
+        assert!(
+            message.contains("[fixture] belongs to test = \"authorization\""),
+            "{message}"
+        );
+
+        let no_fixture =
+            LAB.split("[fixture]").next().unwrap().to_owned() + "[[call]]\noperation = \"read\"\n";
+        assert!(error(&no_fixture).contains("needs a [fixture]"));
+
+        let message = error(&LAB.replace("scope = [\"read_invoice\", ", "scope = [\"read\", "));
+        assert!(
+            message.contains("unknown tool 'read' in fixture.scope"),
+            "{message}"
+        );
     }
 }

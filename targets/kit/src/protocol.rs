@@ -1,6 +1,8 @@
-//! Target protocol v1.1: what crosses the wire between agent, target, provider
+//! Target protocol v1.3: what crosses the wire between agent, target, provider
 //! and authority. `docs/target-protocol.md` is the prose version of this file.
-//! v1.1 adds the agent run's structure (run, step, tool-use id) to every
+//! v1.3 adds the final outcome `held` and the fixture endpoints of the
+//! authorization lab (`GET /records/{id}`, `GET /approvals`). v1.1 added the
+//! agent run's structure (run, step, tool-use id) to every
 //! attempt; a v1 target ignores it and is driven exactly as before.
 
 use std::fmt;
@@ -50,10 +52,14 @@ pub enum Outcome {
     Conflict,
     /// The caller is not authorized now.
     Denied,
+    /// Held for human review: final for the agent, and nothing was done. A
+    /// default-deny gate answers it for an action that is not refused
+    /// outright but that no rule allows (an unsafe action "HELD for review").
+    Held,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 8] = [
+    pub const ALL: [Outcome; 9] = [
         Outcome::Applied,
         Outcome::Replayed,
         Outcome::Pending,
@@ -62,6 +68,7 @@ impl Outcome {
         Outcome::Rejected,
         Outcome::Conflict,
         Outcome::Denied,
+        Outcome::Held,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -74,6 +81,7 @@ impl Outcome {
             Outcome::Rejected => "rejected",
             Outcome::Conflict => "conflict",
             Outcome::Denied => "denied",
+            Outcome::Held => "held",
         }
     }
 
@@ -106,6 +114,10 @@ impl Outcome {
             Outcome::Rejected => 400,
             Outcome::Conflict => 422,
             Outcome::Denied => 403,
+            // RFC 9110's "accepted for processing, not completed". Only the
+            // body can say it: a bare 202 stays `pending`, which a retry
+            // resolves without harm (the gate holds it again).
+            Outcome::Held => 202,
         }
     }
 
@@ -297,6 +309,25 @@ pub struct Receipt {
     pub receipt: String,
 }
 
+/// `GET /records/{id}` at the provider: the record and the tenant that owns
+/// it. Ownership comes from here, never from a tool call's arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub id: String,
+    pub tenant: String,
+}
+
+/// One approval recorded at the authority by trusted code (`GET
+/// /approvals?actor=`): a human approved exactly this action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approval {
+    pub actor: String,
+    pub tool: String,
+    pub invoice: String,
+    pub recipient: String,
+    pub body: String,
+}
+
 /// RFC 7662-style token introspection answer.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Introspection {
@@ -341,14 +372,26 @@ mod tests {
 
     #[test]
     fn default_statuses_round_trip() {
-        // `failed` shares 503 with `unknown` and is told apart by its body.
-        for outcome in Outcome::ALL.into_iter().filter(|o| *o != Outcome::Failed) {
+        // `failed` shares 503 with `unknown`, and `held` 202 with `pending`:
+        // both are told apart by their body.
+        for outcome in Outcome::ALL
+            .into_iter()
+            .filter(|o| !matches!(o, Outcome::Failed | Outcome::Held))
+        {
             let replayed = outcome == Outcome::Replayed;
             assert_eq!(
                 Outcome::from_status(outcome.default_status(), replayed),
                 outcome
             );
         }
+    }
+
+    #[test]
+    fn held_is_final_and_claims_nothing() {
+        assert!(Outcome::Held.is_definitive());
+        assert!(!Outcome::Held.claims_effect());
+        assert_eq!(Outcome::parse("held"), Some(Outcome::Held));
+        assert_eq!(Outcome::from_status(202, false), Outcome::Pending);
     }
 
     #[test]

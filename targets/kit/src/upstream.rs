@@ -1,7 +1,9 @@
 //! Typed calls from a target to the harness's provider and authority.
 
 use crate::http::{CallFailure, Request};
-use crate::protocol::{Introspection, Receipt, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
+use crate::protocol::{
+    Approval, Introspection, Receipt, Record, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
+};
 use crate::TargetEnv;
 
 /// What a dispatch to the provider came to.
@@ -96,6 +98,47 @@ pub async fn lookup(env: &TargetEnv, downstream_key: &str) -> Lookup {
 pub async fn introspect(env: &TargetEnv, token: &str) -> Option<Introspection> {
     let request = Request::post("/introspect", format!("token={token}"))
         .header("content-type", "application/x-www-form-urlencoded");
+    let response = env
+        .http
+        .call(&env.authority, request, env.upstream_timeout)
+        .await
+        .ok()?;
+    if response.status != 200 {
+        return None;
+    }
+    serde_json::from_slice(&response.body).ok()
+}
+
+/// What asking the provider for a record's owner came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    Found(Record),
+    /// The provider holds no such record.
+    NoSuchRecord,
+    /// No usable answer: ownership is unknown, so nothing may be done.
+    Failed,
+}
+
+/// `GET /records/{id}` at the provider.
+pub async fn record(env: &TargetEnv, id: &str) -> Owner {
+    let request = Request::get(&format!("/records/{id}"));
+    match env
+        .http
+        .call(&env.provider, request, env.upstream_timeout)
+        .await
+    {
+        Ok(response) if response.status == 200 => serde_json::from_slice(&response.body)
+            .map(Owner::Found)
+            .unwrap_or(Owner::Failed),
+        Ok(response) if response.status == 404 => Owner::NoSuchRecord,
+        _ => Owner::Failed,
+    }
+}
+
+/// `GET /approvals?actor=` at the authority: every approval recorded for
+/// `actor`. `None` when the authority could not be reached.
+pub async fn approvals(env: &TargetEnv, actor: &str) -> Option<Vec<Approval>> {
+    let request = Request::get(&format!("/approvals?actor={actor}"));
     let response = env
         .http
         .call(&env.authority, request, env.upstream_timeout)

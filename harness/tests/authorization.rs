@@ -1,0 +1,137 @@
+//! Issue 12: the seed article's seven-case authorization lab, reproduced in
+//! the simulator, and `reports/seeds/authorization.md` kept fresh.
+//!
+//! Published: "the unchecked baseline matches 2 of 7 expected decisions";
+//! "with all four controls enabled, 7 of 7 decisions match"; turning one
+//! control off opens its cases (tenant: 2; approval: 4 and 6; scope: 3;
+//! identity: 7).
+
+mod common;
+
+use std::path::PathBuf;
+
+use chaos::report::decisions::{self, Matrix};
+use chaos::{Scenario, Seeds};
+
+fn lab() -> Vec<Scenario> {
+    let dir = common::scenarios_dir().join("authorization");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .map(|path| Scenario::load(path).unwrap_or_else(|error| panic!("{error}")))
+        .collect()
+}
+
+#[test]
+fn the_lab_reproduces_the_published_figures_exactly() {
+    let scenarios = lab();
+    assert_eq!(scenarios.len(), 7, "the lab has seven cases");
+    let summary = common::sweep(
+        &scenarios,
+        &chaos::gate_targets(),
+        Seeds::Range { first: 0, count: 5 },
+    );
+    let matrix = Matrix::of(&summary).expect("the lab's scenarios are authorization ones");
+    let opened = |target: &str| {
+        let column = matrix
+            .columns
+            .iter()
+            .find(|column| column.target == target)
+            .unwrap_or_else(|| panic!("{target} ran"));
+        assert!(
+            column.matched.iter().all(Option::is_some),
+            "{target}: every case decided"
+        );
+        (column.count(), column.opened())
+    };
+    assert_eq!(opened("baseline"), (2, vec![2, 3, 4, 6, 7]));
+    assert_eq!(opened("gate"), (7, vec![]));
+    assert_eq!(opened("gate-no-tenant"), (6, vec![2]));
+    assert_eq!(opened("gate-no-approval"), (5, vec![4, 6]));
+    assert_eq!(opened("gate-no-scope"), (6, vec![3]));
+    assert_eq!(opened("gate-no-identity"), (6, vec![7]));
+    // Every opened case failed on its decision: a denied call that leaked
+    // is a wrong decision, never only a count.
+    for cell in summary
+        .cells
+        .iter()
+        .filter(|cell| cell.verdict == chaos::Status::Fail)
+    {
+        let reason = cell.reason.as_deref().unwrap_or("");
+        assert!(
+            reason.starts_with("wrong-decision: "),
+            "{}: {reason}",
+            cell.target
+        );
+    }
+}
+
+/// The documented command, as `reports/README.md` states it.
+fn documented_command() -> String {
+    let readme = std::fs::read_to_string(common::repo_root().join("reports/README.md"))
+        .expect("reports/README.md exists");
+    readme
+        .lines()
+        .find(|line| {
+            line.starts_with("cargo run --release -p chaos -- run scenarios/authorization/")
+        })
+        .expect("reports/README.md documents the authorization lab's command")
+        .to_owned()
+}
+
+#[test]
+fn the_checked_in_lab_report_is_fresh() {
+    let command = documented_command();
+    assert_eq!(
+        command,
+        decisions::COMMAND,
+        "reports/README.md and the report's own command drifted apart"
+    );
+    let out = common::temp_dir("seeds");
+    let mut arguments: Vec<String> = Vec::new();
+    let mut words = command.split_once(" -- ").unwrap().1.split_whitespace();
+    while let Some(word) = words.next() {
+        match word {
+            "scenarios/authorization/*.toml" => {
+                let mut paths: Vec<String> =
+                    std::fs::read_dir(common::scenarios_dir().join("authorization"))
+                        .unwrap()
+                        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+                        .filter(|name| name.ends_with(".toml"))
+                        .map(|name| format!("scenarios/authorization/{name}"))
+                        .collect();
+                paths.sort();
+                arguments.extend(paths);
+            }
+            "--out" => {
+                assert_eq!(words.next(), Some("reports/seeds"));
+                arguments.push("--out".into());
+                arguments.push(out.display().to_string());
+            }
+            other => arguments.push(other.to_owned()),
+        }
+    }
+    let output = common::chaos_command()
+        .args(&arguments)
+        .output()
+        .expect("chaos runs");
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "the baseline and the ablations fail: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let fresh = std::fs::read_to_string(out.join("authorization.md")).unwrap();
+    let checked_in =
+        std::fs::read_to_string(common::repo_root().join("reports/seeds/authorization.md"))
+            .expect("reports/seeds/authorization.md is checked in");
+    assert!(
+        fresh == checked_in,
+        "reports/seeds/authorization.md is stale; regenerate it from the repository root with:\n    {command}"
+    );
+}
