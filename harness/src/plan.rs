@@ -311,15 +311,7 @@ pub(crate) fn own_key(tool_use_id: &str) -> String {
 impl Payload {
     /// The lab's arguments, as the model wrote them.
     pub(crate) fn of_arguments(workload: &Workload, arguments: &Arguments) -> Payload {
-        let bytes = Bytes::from(arguments.to_json());
-        let value: serde_json::Value =
-            serde_json::from_slice(&bytes).expect("the harness writes JSON");
-        let free_text: Vec<&str> = workload.free_text_field.as_deref().into_iter().collect();
-        Payload {
-            fingerprint: payload_fingerprint(&bytes),
-            intent: intent_fingerprint(&value, &free_text),
-            bytes,
-        }
+        Payload::fingerprinted(workload, Bytes::from(arguments.to_json()))
     }
 
     /// The arguments of the operation on subject `label` in `variant`, with
@@ -330,7 +322,11 @@ impl Payload {
         subject: &str,
         variant: PayloadVariant,
     ) -> Payload {
-        let bytes = payload(workload, label, subject, variant);
+        Payload::fingerprinted(workload, payload(workload, label, subject, variant))
+    }
+
+    /// JSON the harness wrote, with its fingerprints by bytes and by intent.
+    fn fingerprinted(workload: &Workload, bytes: Bytes) -> Payload {
         let value: serde_json::Value =
             serde_json::from_slice(&bytes).expect("the harness writes JSON");
         let free_text: Vec<&str> = workload.free_text_field.as_deref().into_iter().collect();

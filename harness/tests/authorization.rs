@@ -8,23 +8,11 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use chaos::report::decisions::{self, Matrix};
 use chaos::{Scenario, Seeds};
 
 fn lab() -> Vec<Scenario> {
-    let dir = common::scenarios_dir().join("authorization");
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
-        .collect();
-    paths.sort();
-    paths
-        .iter()
-        .map(|path| Scenario::load(path).unwrap_or_else(|error| panic!("{error}")))
-        .collect()
+    common::scenarios_in(&common::scenarios_dir().join("authorization"))
 }
 
 #[test]

@@ -16,7 +16,12 @@ pub fn scenarios_dir() -> PathBuf {
 
 /// Every `scenarios/*.toml`, parsed, sorted by name.
 pub fn all_scenarios() -> Vec<Scenario> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(scenarios_dir())
+    scenarios_in(&scenarios_dir())
+}
+
+/// Every `*.toml` directly in `dir`, parsed, sorted by name.
+pub fn scenarios_in(dir: &Path) -> Vec<Scenario> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("the scenarios directory exists")
         .map(|entry| entry.unwrap().path())
         .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))

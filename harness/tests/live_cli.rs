@@ -216,10 +216,18 @@ fn list_shows_target_files_and_their_names_work_with_target() {
     assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
 }
 
-#[test]
-fn ctrl_c_mid_run_leaves_no_target_process_behind() {
-    let dir = common::temp_dir("sigint");
-    let marker = format!("sigint-{}", std::process::id());
+/// Starts `chaos run` live against the Python target on
+/// lost-response-agent-hop, which holds an answer for the agent's whole
+/// timeout, and returns once the target has been up for 300 ms: alive,
+/// busy and inside a real wait, for a signal to arrive then. The target's
+/// processes carry a marker of their own (`processes_marked`).
+fn live_run_holding_an_answer(
+    name: &str,
+    stdout: Stdio,
+    stderr: Stdio,
+) -> (std::path::PathBuf, String, std::process::Child) {
+    let dir = common::temp_dir(name);
+    let marker = format!("{name}-{}", std::process::id());
     let server = common::repo_root().join("targets/python-replay-first/server.py");
     std::fs::write(
         dir.join("target.toml"),
@@ -229,9 +237,7 @@ fn ctrl_c_mid_run_leaves_no_target_process_behind() {
         ),
     )
     .unwrap();
-    // lost-response-agent-hop holds an answer for the agent's whole timeout:
-    // the target is alive and busy when the signal comes.
-    let mut child = common::chaos_command()
+    let child = common::chaos_command()
         .args([
             "run",
             "scenarios/lost-response-agent-hop.toml",
@@ -242,8 +248,8 @@ fn ctrl_c_mid_run_leaves_no_target_process_behind() {
             "--out",
             dir.join("out").to_str().unwrap(),
         ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(stdout)
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -252,6 +258,13 @@ fn ctrl_c_mid_run_leaves_no_target_process_behind() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(300));
+    (dir, marker, child)
+}
+
+#[test]
+fn ctrl_c_mid_run_leaves_no_target_process_behind() {
+    let (dir, marker, mut child) =
+        live_run_holding_an_answer("sigint", Stdio::piped(), Stdio::piped());
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGINT,
@@ -357,38 +370,8 @@ fn a_target_that_hangs_or_listens_beyond_loopback_is_unknown() {
 // and its database connections (issue 15)
 #[test]
 fn a_sigkilled_chaos_takes_its_target_with_it() {
-    let dir = common::temp_dir("sigkill");
-    let marker = format!("sigkill-{}", std::process::id());
-    let server = common::repo_root().join("targets/python-replay-first/server.py");
-    std::fs::write(
-        dir.join("target.toml"),
-        format!(
-            "name = \"py\"\ncommand = [\"python3\", \"{}\"]\n[env]\nORPHAN_MARKER = \"{marker}\"\n",
-            server.display()
-        ),
-    )
-    .unwrap();
-    let mut child = common::chaos_command()
-        .args([
-            "run",
-            "scenarios/lost-response-agent-hop.toml",
-            "--target",
-            dir.join("target.toml").to_str().unwrap(),
-            "--seeds",
-            "20",
-            "--out",
-            dir.join("out").to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while processes_marked(&marker).is_empty() {
-        assert!(Instant::now() < deadline, "the target never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    let (_dir, marker, mut child) =
+        live_run_holding_an_answer("sigkill", Stdio::null(), Stdio::null());
     // SIGKILL: no handler and no guard of chaos runs; only the kernel can help.
     child.kill().unwrap();
     child.wait().unwrap();
@@ -435,40 +418,8 @@ fn a_field_the_live_transport_ignores_is_a_warning_naming_it() {
 // live run in 10 minutes (issue 15)
 #[test]
 fn one_sigterm_ends_a_live_run_within_a_second_and_leaves_no_target() {
-    let dir = common::temp_dir("sigterm-live");
-    let marker = format!("sigterm-live-{}", std::process::id());
-    let server = common::repo_root().join("targets/python-replay-first/server.py");
-    std::fs::write(
-        dir.join("target.toml"),
-        format!(
-            "name = \"py\"\ncommand = [\"python3\", \"{}\"]\n[env]\nORPHAN_MARKER = \"{marker}\"\n",
-            server.display()
-        ),
-    )
-    .unwrap();
-    // lost-response-agent-hop holds an answer for the agent's whole timeout:
-    // the run is inside a real wait when the signal comes.
-    let mut child = common::chaos_command()
-        .args([
-            "run",
-            "scenarios/lost-response-agent-hop.toml",
-            "--target",
-            dir.join("target.toml").to_str().unwrap(),
-            "--seeds",
-            "20",
-            "--out",
-            dir.join("out").to_str().unwrap(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while processes_marked(&marker).is_empty() {
-        assert!(Instant::now() < deadline, "the target never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(300));
+    let (dir, marker, mut child) =
+        live_run_holding_an_answer("sigterm-live", Stdio::null(), Stdio::piped());
     let sent = Instant::now();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),

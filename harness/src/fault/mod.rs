@@ -208,11 +208,16 @@ impl Fault {
     }
 
     /// Whether it acts on a dispatch to the provider (so it needs one).
-    /// Asked of the rule itself, so a new kind needs no entry here; nth
-    /// counts past a scenario's size are never reached anyway.
     pub(crate) fn acts_on_dispatches(&self) -> bool {
+        self.dispatch_verdicts().next().is_some()
+    }
+
+    /// What it does to any dispatch it acts on. Asked of the rule itself,
+    /// so a new kind needs no entry anywhere; nth counts past a scenario's
+    /// size are never reached anyway.
+    pub(crate) fn dispatch_verdicts(&self) -> impl Iterator<Item = Action> + '_ {
         const DISPATCHES_ASKED: u32 = 4096;
-        (1..=DISPATCHES_ASKED).any(|nth| self.verdict(Event::Dispatch(nth)).is_some())
+        (1..=DISPATCHES_ASKED).filter_map(|nth| self.verdict(Event::Dispatch(nth)))
     }
 
     pub(crate) fn re_plans(&self) -> bool {

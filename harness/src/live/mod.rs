@@ -33,7 +33,7 @@ use chaos_kit::process as env_vars;
 use chaos_kit::protocol::LookupCapability;
 use tokio::sync::watch;
 
-use crate::fault::{CrashPoint, Fault, Live};
+use crate::fault::{Action, Fault, Live};
 use crate::history::{AttemptEnd, RunOutput};
 use crate::plan::{Timing, Trial};
 use crate::roles::agent::{self, Script, StatusMapping};
@@ -441,18 +441,16 @@ fn in_database(trial: &Trial<'_>, target: &TargetFile) -> Result<()> {
             scenario.claim.boundary.as_str()
         )),
         (Some(_), true) => {
-            // A crash after the Nth commit is the one dispatch fault a row
-            // can stand for (the driver watches the rows); the others need a
-            // request to the provider, which never comes.
-            let stands_for_a_row = |fault: &&Fault| {
-                matches!(fault, Fault::CrashTarget(crash) if crash.at == CrashPoint::AfterCommit)
+            // A crash after the Nth commit is the one verdict on a dispatch
+            // a row can stand for (the driver watches the rows, and the Nth
+            // row is the Nth commit); every other one needs a request to the
+            // provider, which never comes.
+            let needs_the_provider = |fault: &&Fault| {
+                fault
+                    .dispatch_verdicts()
+                    .any(|action| !matches!(action, Action::CrashAfterCommit { .. }))
             };
-            match scenario
-                .faults
-                .iter()
-                .filter(|fault| fault.acts_on_dispatches())
-                .find(|fault| !stands_for_a_row(fault))
-            {
+            match scenario.faults.iter().find(needs_the_provider) {
                 Some(fault) => not_live(format!(
                     "fault '{fault}' acts on dispatches to the provider, and target '{}' writes its effects to its own database without one; use crash-target at after-commit (the Nth row written), or faults on the agent's side (lose-response at target-to-agent, delay, replan, crash-agent, revoke, advance-clock)",
                     target.name
