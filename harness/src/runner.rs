@@ -1,13 +1,17 @@
 //! Runs every (scenario, target, seed) trial of a sweep, or one shard's, and
 //! folds each judged trial into one [`Summary`] (`report::fold`).
 //!
-//! One loop for both transports: a target's driver says whether its trials
-//! may run side by side. Simulated trials are independent, so they run on
-//! every core, each simulation living and dying on one thread; live trials
-//! then run one at a time, in order, since they share the machine's real time
-//! and services, and a trial that could not run at all ends its cell.
+//! One loop for both transports: a target's driver says how many of its
+//! trials may run side by side. Simulated trials are independent, so they
+//! run on every core, each simulation living and dying on one thread; live
+//! trials then run target by target, one at a time unless the target file
+//! allows more (`parallel = N`, each thread with a process of its own),
+//! since they share the machine's real time and services; a trial that
+//! could not run at all ends its cell.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use rayon::prelude::*;
 
@@ -17,7 +21,7 @@ use crate::report::{Summary, TargetMeta};
 use crate::scenario::Scenario;
 use crate::sweep::Sweep;
 use crate::target::Target;
-use crate::trial::{self, Judged};
+use crate::trial::{self, Concurrency, Judged};
 
 /// Runs `sweep`'s trials of every scenario against every target, and
 /// summarises them. `None` if `cancel` was set before the run finished: a
@@ -29,7 +33,10 @@ pub fn run(
     observer: &dyn Observer,
     cancel: &AtomicBool,
 ) -> Option<Summary> {
-    let drivers: Vec<_> = targets.iter().map(Target::driver).collect();
+    let drivers: Vec<_> = targets
+        .iter()
+        .map(|target| target.driver(sweep.keep_trying))
+        .collect();
     let columns = targets
         .iter()
         .map(|target| Column {
@@ -54,7 +61,9 @@ pub fn run(
             .partition
             .is_none_or(|shard| shard.contains(*position))
     };
-    let parallel = |position: &u64| drivers[cell_of(*position) % targets.len()].parallel();
+    let target_of = |position: u64| cell_of(position) % targets.len();
+    let every_core =
+        |position: &u64| drivers[target_of(*position)].concurrency() == Concurrency::EveryCore;
     let trial = |position: u64| -> Option<(usize, Judged<'_>)> {
         let cell = cell_of(position);
         let scenario = &scenarios[cell / targets.len()];
@@ -68,7 +77,7 @@ pub fn run(
 
     (0..trials)
         .into_par_iter()
-        .filter(|position| mine(position) && parallel(position))
+        .filter(|position| mine(position) && every_core(position))
         .for_each(|position| {
             if !cancel.load(Ordering::Relaxed) {
                 trial(position);
@@ -78,26 +87,61 @@ pub fn run(
         return None;
     }
 
-    let mut blocked_cell = None;
-    for position in (0..trials).filter(|position| mine(position) && !parallel(position)) {
-        if blocked_cell == Some(cell_of(position)) {
+    // The others, one target after another, each on as many threads as its
+    // driver allows; a trial that could not run at all ends its cell.
+    for (index, driver) in drivers.iter().enumerate() {
+        let Concurrency::AtMost(threads) = driver.concurrency() else {
             continue;
+        };
+        let queue: Vec<u64> = (0..trials)
+            .filter(|position| mine(position) && target_of(*position) == index)
+            .collect();
+        let next = AtomicUsize::new(0);
+        let blocked_cells = Mutex::new(HashSet::new());
+        let work = || {
+            while let Some(&position) = queue.get(next.fetch_add(1, Ordering::Relaxed)) {
+                if cancel.load(Ordering::Relaxed) {
+                    return;
+                }
+                if lock(&blocked_cells).contains(&cell_of(position)) {
+                    continue;
+                }
+                let Some((cell, judged)) = trial(position) else {
+                    return;
+                };
+                if judged.cell_blocked {
+                    lock(&blocked_cells).insert(cell);
+                }
+            }
+        };
+        if threads <= 1 {
+            work();
+        } else {
+            std::thread::scope(|scope| {
+                for _ in 0..threads.min(queue.len()) {
+                    scope.spawn(work);
+                }
+            });
         }
-        let (cell, judged) = trial(position)?;
-        if judged.cell_blocked {
-            blocked_cell = Some(cell);
+        driver.finished();
+        if cancel.load(Ordering::Relaxed) {
+            return None;
         }
-    }
-    if cancel.load(Ordering::Relaxed) {
-        return None;
     }
     Some(fold.finish())
+}
+
+/// The set stays usable if a thread panicked holding it: it only grows.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Plans, runs and judges one trial of `scenario` against `target`: what
 /// `chaos run --seed` does for one cell, without a report.
 pub fn judge<'a>(scenario: &'a Scenario, target: &Target, seed: u64) -> Judged<'a> {
     let never = AtomicBool::new(false);
-    trial::judge(target.driver().as_ref(), scenario, seed, &never)
+    trial::judge(target.driver(false).as_ref(), scenario, seed, &never)
         .expect("a trial nobody cancels runs to its end")
 }

@@ -125,6 +125,9 @@ pub struct Sweep {
     /// How many non-passing seeds per cell keep their full record (the first
     /// failing and first unknown seeds always do).
     pub failures_kept: usize,
+    /// Try every cell of a live target that never got ready, instead of
+    /// giving up on the rest after the first (`--keep-trying`).
+    pub keep_trying: bool,
 }
 
 impl Sweep {
@@ -134,6 +137,7 @@ impl Sweep {
             partition: None,
             payloads: Payloads::Redacted,
             failures_kept: FAILURES_KEPT_PER_CELL,
+            keep_trying: false,
         }
     }
 }

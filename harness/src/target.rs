@@ -170,11 +170,12 @@ impl Target {
         }
     }
 
-    /// What carries this target's trials, for one run.
-    pub(crate) fn driver(&self) -> Box<dyn Driver + '_> {
+    /// What carries this target's trials, for one run. `keep_trying`: a
+    /// live target that never gets ready is tried in every cell anyway.
+    pub(crate) fn driver(&self, keep_trying: bool) -> Box<dyn Driver + '_> {
         match self {
             Target::Sim(target) => Box::new(target.clone()),
-            Target::Live { file, .. } => Box::new(LiveDriver::new(file)),
+            Target::Live { file, .. } => Box::new(LiveDriver::new(file, keep_trying)),
         }
     }
 

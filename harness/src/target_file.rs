@@ -9,6 +9,8 @@
 //! command = ["../../target/{profile}/postgres-ledger"]  # {profile}: chaos's own, debug or release
 //! workdir = "."                       # optional: relative to this file
 //! ready-timeout = "10s"               # optional: GET /healthz must answer 200 by then
+//! fresh-process = false               # optional: true starts the target anew for every trial
+//! parallel = 1                        # optional: how many trials may run at once, each on its own process
 //!
 //! [env]                               # optional: added to the CHAOS_* variables
 //! DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -54,6 +56,13 @@ pub struct TargetFile {
     /// Where the commands run: the file's directory unless it says otherwise.
     pub workdir: PathBuf,
     pub ready_timeout: Duration,
+    /// Start the target anew for every trial. Otherwise one process serves
+    /// the trials whose environment it was started with (fresh keys,
+    /// subjects and tokens already keep trials apart), and a scenario that
+    /// crashes the target gets a process of its own.
+    pub fresh_process: bool,
+    /// How many trials may run at once, each on a process of its own.
+    pub parallel: usize,
     pub env: BTreeMap<String, String>,
     /// Status overrides for answers whose body names no outcome.
     pub status: BTreeMap<u16, Outcome>,
@@ -158,6 +167,10 @@ struct File {
     #[serde(default = "default_ready_timeout", with = "humantime_serde")]
     ready_timeout: Duration,
     #[serde(default)]
+    fresh_process: bool,
+    #[serde(default)]
+    parallel: Option<Spanned<i64>>,
+    #[serde(default)]
     env: Option<Spanned<BTreeMap<String, String>>>,
     #[serde(default)]
     status: Option<Spanned<BTreeMap<String, Outcome>>>,
@@ -261,6 +274,25 @@ impl File {
             ));
         }
 
+        // Each parallel trial has a process, two harness servers and a
+        // runtime of its own; past a few dozen the machine, not the target,
+        // decides the races.
+        const MOST_PARALLEL: i64 = 32;
+        let parallel = match self.parallel {
+            Some(parallel) => {
+                let span = parallel.span();
+                let parallel = parallel.into_inner();
+                if !(1..=MOST_PARALLEL).contains(&parallel) {
+                    return Err(error_at(
+                        span,
+                        format!("parallel = {parallel}: how many trials run at once must be between 1 and {MOST_PARALLEL}, e.g. parallel = 4"),
+                    ));
+                }
+                parallel as usize
+            }
+            None => 1,
+        };
+
         let env = match self.env {
             Some(env) => {
                 let span = env.span();
@@ -347,6 +379,8 @@ impl File {
             command,
             workdir,
             ready_timeout: self.ready_timeout,
+            fresh_process: self.fresh_process,
+            parallel,
             env,
             status,
             retention: self.retention.map(|retention| Retention {
@@ -433,6 +467,25 @@ command = ["python3", "server.py"]
         assert_eq!(file.workdir, Path::new("x"));
         assert_eq!(file.ready_timeout, Duration::from_secs(10));
         assert!(file.retention.is_none() && file.status.is_empty());
+        assert!(!file.fresh_process);
+        assert_eq!(file.parallel, 1);
+    }
+
+    #[test]
+    fn parallel_is_a_small_positive_count_and_says_where_it_is_wrong() {
+        let file = parse(&format!(
+            "{MINIMAL}parallel = 4\nfresh-process = true\nname = \"x\"\n"
+        ))
+        .unwrap();
+        assert_eq!(file.parallel, 4);
+        assert!(file.fresh_process);
+        for bad in ["0", "-1", "33"] {
+            let message = parse(&format!("{MINIMAL}parallel = {bad}\nname = \"x\"\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(message.contains(":3:"), "{message}");
+            assert!(message.contains("between 1 and 32"), "{message}");
+        }
     }
 
     #[test]

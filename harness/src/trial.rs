@@ -21,15 +21,30 @@ use crate::sweep::Transport;
 pub(crate) trait Driver: Sync {
     fn transport(&self) -> Transport;
 
-    /// Whether several of its trials may run at once. Simulated trials are
-    /// independent; live ones share the machine's real time and services.
-    fn parallel(&self) -> bool;
+    /// How many of its trials may run at once. Simulated trials are
+    /// independent; live ones share the machine's real time and services,
+    /// and run side by side only as far as the target file allows.
+    fn concurrency(&self) -> Concurrency;
 
     /// The trial of `scenario` for `seed`: its keys, subjects, payloads and
     /// timeouts, decided before anything runs.
     fn plan<'a>(&self, scenario: &'a Scenario, seed: u64) -> Trial<'a>;
 
     fn run(&self, trial: &Trial<'_>, cancel: &AtomicBool) -> Run;
+
+    /// Its last trial of the run has been judged: what it kept between
+    /// trials (a target process) can go.
+    fn finished(&self) {}
+}
+
+/// How many trials of one driver may run at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Concurrency {
+    /// On every core, in any order.
+    EveryCore,
+    /// At most this many at once, each on a thread of its own that the
+    /// driver may pin state to (a live target's process).
+    AtMost(usize),
 }
 
 /// What became of one trial's run.

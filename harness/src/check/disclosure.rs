@@ -40,9 +40,7 @@ fn answer_discloses(
         (false, true) => "with the result",
         (false, false) => "",
     };
-    let sent_after_revocation = run
-        .revoked_at
-        .is_some_and(|at| answer.attempt.sent_at >= at);
+    let sent_after_revocation = run.sent_after_revocation(answer.attempt);
     // Saying the effect exists is itself a disclosure; so is carrying its
     // receipt or result in any answer at all.
     if matches!(said.outcome, Outcome::Denied | Outcome::Conflict) && carries {
@@ -123,12 +121,19 @@ fn dispatched_after_revocation(
     };
     let name = operation.name;
     for dispatch in &operation.dispatches {
+        if run.dispatched_before_revocation(dispatch.number) {
+            continue;
+        }
         let in_flight: Vec<_> = operation
             .attempts
             .iter()
             .filter(|attempt| attempt.spans(dispatch.at))
             .collect();
-        if in_flight.is_empty() || in_flight.iter().any(|attempt| attempt.sent_at < revoked_at) {
+        if in_flight.is_empty()
+            || in_flight
+                .iter()
+                .any(|attempt| !run.sent_after_revocation(attempt))
+        {
             continue;
         }
         findings.fail(
@@ -231,8 +236,10 @@ mod tests {
             message.contains("dispatch 2 reached the provider at 8 ms for attempt att-0-2-1-1"),
             "{message}"
         );
-        // An attempt authorized before the revocation lost a race, nothing more.
-        let raced = Case::new(REVOKED)
+        // An attempt authorized before the revocation lost a race, nothing
+        // more: a revocation in flight, stamped after the attempt was sent.
+        let in_flight = REVOKED.replace("after-call = 1", "after-commit = 1");
+        let raced = Case::new(&in_flight)
             .commit(1, 3)
             .answer(1, 1, 5, Outcome::Applied)
             .commit(2, 8)
@@ -243,6 +250,49 @@ mod tests {
             !raced.has(Check::DispatchedAfterRevocation),
             "{:?}",
             raced.findings
+        );
+    }
+
+    /// A warm target answers call 1 and receives call 2 in the millisecond
+    /// the revocation between them is stamped with: call 1's attempt was
+    /// still sent before it (redis-ledger at revoked-new-operation, live,
+    /// failed `disclosure` on its applied first call once processes were
+    /// reused across trials).
+    #[test]
+    fn a_revocation_between_calls_orders_them_when_the_clock_cannot() {
+        let verdict = Case::new(REVOKED)
+            .commit(1, 1)
+            .answer(1, 1, 1, Outcome::Applied)
+            .revoked(1)
+            .bare_answer(2, 1, 2, Outcome::Denied)
+            .judge();
+        assert!(verdict.findings.is_empty(), "{:?}", verdict.findings);
+
+        let replayed = Case::new(REVOKED)
+            .commit(1, 1)
+            .answer(1, 1, 1, Outcome::Applied)
+            .revoked(1)
+            .answer(2, 1, 2, Outcome::Replayed)
+            .judge();
+        assert!(replayed.has(Check::Disclosure), "{:?}", replayed.findings);
+    }
+
+    /// A revocation right after the first dispatch, stamped in the tick
+    /// that dispatch and its attempt share (redis-ledger at
+    /// revoked-while-unknown, live, with a warm process).
+    #[test]
+    fn the_dispatch_a_revocation_follows_came_before_it_in_one_tick() {
+        let after_the_commit = REVOKED.replace("after-call = 1", "after-commit = 1");
+        let verdict = Case::new(&after_the_commit)
+            .commit(1, 0)
+            .revoked(0)
+            .bare_answer(1, 0, 2, Outcome::Unknown)
+            .bare_answer(2, 3, 4, Outcome::Denied)
+            .judge();
+        assert!(
+            !verdict.has(Check::DispatchedAfterRevocation),
+            "{:?}",
+            verdict.findings
         );
     }
 

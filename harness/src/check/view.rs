@@ -23,10 +23,22 @@ pub(crate) struct RunView<'a> {
     pub operations: Vec<OperationView<'a>>,
     /// When the caller's permission was first taken away, if it was.
     pub revoked_at: Option<Ms>,
+    /// Every revocation: when, and what it came right after or before, if
+    /// it was made at such a moment.
+    revocations: Vec<(Ms, Option<Between>)>,
     /// What the target declares a retry past its retention gets.
     pub after_retention: AfterRetention,
     /// The target's declared retention, if it declares one.
     pub retention: Option<std::time::Duration>,
+}
+
+/// Where between the agent's call steps a moment's fault was made.
+#[derive(Debug, Clone, Copy)]
+enum Between {
+    AfterCall(u32),
+    BeforeCall(u32),
+    /// Right after the Nth dispatch: not between calls, but after it.
+    AfterCommit(u32),
 }
 
 /// One logical operation of the run.
@@ -93,21 +105,58 @@ impl<'a> RunView<'a> {
                 )
             })
             .collect();
-        let revoked_at = run
+        let revocations: Vec<(Ms, Option<Between>)> = run
             .history
             .faults
             .iter()
             .filter(|event| event.is_revocation())
-            .map(|event| event.at)
-            .min();
+            .map(|event| {
+                let after_call = event
+                    .fault()
+                    .and_then(|index| trial.scenario.faults.get(index))
+                    .and_then(|fault| fault.trigger())
+                    .and_then(|trigger| match trigger {
+                        crate::fault::Trigger::AfterCall(call) => Some(Between::AfterCall(call)),
+                        crate::fault::Trigger::BeforeCall(call) => Some(Between::BeforeCall(call)),
+                        crate::fault::Trigger::AfterCommit(nth) => Some(Between::AfterCommit(nth)),
+                        _ => None,
+                    });
+                (event.at, after_call)
+            })
+            .collect();
+        let revoked_at = revocations.iter().map(|(at, _)| *at).min();
         RunView {
             trial,
             run,
             operations,
             revoked_at,
+            revocations,
             after_retention: target.after_retention,
             retention: target.retention,
         }
+    }
+
+    /// Whether `attempt` was sent after the caller's permission was
+    /// revoked. A revocation made between calls falls between one call's
+    /// attempts and the next call's, whatever the millisecond clock says: a
+    /// fast target answers call N and sees call N+1 in the tick the
+    /// revocation is stamped with (redis-ledger, live, once a process
+    /// served trials warm).
+    pub(crate) fn sent_after_revocation(&self, attempt: &Attempt) -> bool {
+        self.revocations.iter().any(|&(at, between)| match between {
+            Some(Between::AfterCall(call)) => attempt.call > call,
+            Some(Between::BeforeCall(call)) => attempt.call >= call,
+            Some(Between::AfterCommit(_)) | None => attempt.sent_at >= at,
+        })
+    }
+
+    /// Whether dispatch `number` came before every revocation: one made
+    /// right after the Nth dispatch follows dispatches 1 to N, even in the
+    /// millisecond they share (redis-ledger at revoked-while-unknown, live).
+    pub(crate) fn dispatched_before_revocation(&self, number: u32) -> bool {
+        self.revocations.iter().all(
+            |&(_, between)| matches!(between, Some(Between::AfterCommit(nth)) if number <= nth),
+        )
     }
 
     /// Whether the run is judged on operations *completing* (`missing-effect`,

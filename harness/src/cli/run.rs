@@ -43,6 +43,11 @@ pub(super) struct RunArgs {
     /// non-passing seeds per cell; the first failing seed is always kept.
     #[arg(long, value_name = "N", default_value_t = FAILURES_KEPT_PER_CELL)]
     keep_failures: usize,
+    /// Live: try every cell of a target that never gets ready. By default,
+    /// after it first fails to get ready its remaining cells are `unknown`
+    /// (not run) at once.
+    #[arg(long)]
+    keep_trying: bool,
     #[command(flatten)]
     reports: ReportArgs,
 }
@@ -79,6 +84,7 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
             Payloads::Redacted
         },
         failures_kept: args.keep_failures,
+        keep_trying: args.keep_trying,
     };
 
     // The seed first, so a run that dies halfway can still be replayed.

@@ -5,6 +5,12 @@
 //! OS picks, the agent talks to the target's port, and the target is a process
 //! started from its target file with the `CHAOS_*` environment
 //! (`docs/target-protocol.md`), in a process group of its own ([`launch`]).
+//! A process serves the trials it may, one after another (fresh identities
+//! keep them apart): each thread that runs trials keeps a [`Slot`], the
+//! ports the process was told and the process itself, until a trial's
+//! environment differs, its scenario kills the target, or the target file
+//! asks for `fresh-process`; each trial still gets its own runtime, so
+//! whatever it started (held answers, connections) ends with it.
 //!
 //! The driver loop mirrors the simulator's and shares its crash schedule
 //! ([`Crashes`]): where `sim` calls `sim.crash` and `sim.bounce`, this one
@@ -21,10 +27,12 @@ mod launch;
 mod net;
 pub(crate) mod schedule;
 
+use std::collections::HashMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use chaos_kit::http::{self, CallFailure, Request};
@@ -43,7 +51,7 @@ use crate::roles::Cast;
 use crate::scenario::{Boundary, Scenario};
 use crate::sweep::Transport;
 use crate::target_file::TargetFile;
-use crate::trial::{Driver, Run};
+use crate::trial::{Concurrency, Driver, Run};
 pub(crate) use error::{Error, Result};
 use launch::{describe_exit, Launch, TargetProcess};
 use net::{bind_loopback, exposed_listeners, reserve_port, GatedNetwork, LOOPBACK};
@@ -56,18 +64,63 @@ const POLL: Duration = Duration::from_millis(2);
 const PROBE_EVERY: Duration = Duration::from_millis(10);
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// Runs a target file's trials: built once, before its first trial, then one
-/// real process per trial.
+/// Runs a target file's trials: built once, before its first trial; then
+/// each thread that runs its trials keeps one process ([`Slot`]) for as long
+/// as the trials it serves allow.
 pub(crate) struct LiveDriver<'a> {
     file: &'a TargetFile,
     built: OnceLock<std::result::Result<(), String>>,
+    /// Per thread: a process started on a thread dies with it (its
+    /// parent-death signal), so a process is only ever used by its thread.
+    slots: Mutex<HashMap<ThreadId, Slot>>,
+    starts: Starts,
+    /// Set when the target never got ready: the rest of the run is not tried.
+    given_up: OnceLock<String>,
+    keep_trying: bool,
 }
 
 impl<'a> LiveDriver<'a> {
-    pub(crate) fn new(file: &'a TargetFile) -> LiveDriver<'a> {
+    /// `keep_trying`: a target that never gets ready is still tried in
+    /// every cell (`--keep-trying`), not given up on after the first.
+    pub(crate) fn new(file: &'a TargetFile, keep_trying: bool) -> LiveDriver<'a> {
         LiveDriver {
             file,
             built: OnceLock::new(),
+            slots: Mutex::new(HashMap::new()),
+            starts: Starts::default(),
+            given_up: OnceLock::new(),
+            keep_trying,
+        }
+    }
+
+    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<ThreadId, Slot>> {
+        self.slots
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A target that has never been ready in this run, and now timed out
+    /// once more, is broken, not slow: its remaining cells say so at once
+    /// instead of waiting out `ready-timeout` each.
+    fn give_up_if_never_ready(&self, error: &Error, scenario: &str) {
+        if self.keep_trying
+            || self.starts.ready.load(Ordering::Relaxed)
+            || !matches!(error, Error::NeverReady { .. })
+        {
+            return;
+        }
+        let reason = format!(
+            "not run: target '{}' never became ready in this run (first at scenario '{scenario}', after its ready-timeout of {}); fix its target file, or pass --keep-trying to try every cell",
+            self.file.name,
+            humantime::format_duration(self.file.ready_timeout)
+        );
+        if self.given_up.set(reason).is_ok() {
+            // A closed stderr is no reason to stop (issue 15).
+            let _ = writeln!(
+                std::io::stderr(),
+                "chaos: target '{}' never became ready; its remaining cells are not run (unknown). Pass --keep-trying to try each.",
+                self.file.name
+            );
         }
     }
 }
@@ -77,8 +130,8 @@ impl Driver for LiveDriver<'_> {
         Transport::Live
     }
 
-    fn parallel(&self) -> bool {
-        false
+    fn concurrency(&self) -> Concurrency {
+        Concurrency::AtMost(self.file.parallel)
     }
 
     /// Live targets keep state across runs (a database): a rerun of the same
@@ -89,6 +142,11 @@ impl Driver for LiveDriver<'_> {
     }
 
     fn run(&self, trial: &Trial<'_>, cancel: &AtomicBool) -> Run {
+        if let Some(reason) = self.given_up.get() {
+            return Run::Blocked {
+                reason: reason.clone(),
+            };
+        }
         let built = self
             .built
             .get_or_init(|| build(self.file, cancel).map_err(|error| error.to_string()));
@@ -97,16 +155,72 @@ impl Driver for LiveDriver<'_> {
                 reason: reason.clone(),
             };
         }
-        match run_trial(trial, self.file, cancel) {
+        let thread = std::thread::current().id();
+        let slot = self.slots().remove(&thread);
+        let mut slot = match slot {
+            Some(slot) => slot,
+            None => match Slot::open() {
+                Ok(slot) => slot,
+                Err(error) => {
+                    return Run::Blocked {
+                        reason: error.to_string(),
+                    }
+                }
+            },
+        };
+        self.starts.trials.fetch_add(1, Ordering::Relaxed);
+        let ran = run_trial(trial, self.file, cancel, &mut slot, &self.starts);
+        self.slots().insert(thread, slot);
+        match ran {
             Ok(Some((output, retention))) => Run::Ran {
                 output: Box::new(output),
                 target: self.file.info_with_retention(retention),
             },
             Ok(None) => Run::Cancelled,
-            Err(error) => Run::Blocked {
-                reason: error.to_string(),
-            },
+            Err(error) => {
+                self.give_up_if_never_ready(&error, &trial.scenario.name);
+                Run::Blocked {
+                    reason: error.to_string(),
+                }
+            }
         }
+    }
+
+    fn finished(&self) {
+        self.slots().clear();
+        let trials = self.starts.trials.load(Ordering::Relaxed);
+        let processes = self.starts.processes.load(Ordering::Relaxed);
+        if processes > 0 {
+            // What reuse did, since a target that keeps state between
+            // trials is judged differently with and without it.
+            let _ = writeln!(
+                std::io::stderr(),
+                "chaos: target '{}': {trials} trial(s) on {processes} process start(s){}",
+                self.file.name,
+                if self.file.fresh_process {
+                    " (fresh-process = true: one per trial, and each restart)"
+                } else {
+                    " (a process serves the next trial unless its scenario kills it; fresh-process = true starts one per trial)"
+                }
+            );
+        }
+    }
+}
+
+/// What the driver counts of the processes it starts, over the run.
+#[derive(Default)]
+struct Starts {
+    /// Whether the target has passed its readiness probe in this run.
+    ready: AtomicBool,
+    trials: AtomicU64,
+    /// Every start that got ready, restarts after a crash included.
+    processes: AtomicU64,
+}
+
+impl Starts {
+    fn got_ready(&self) {
+        self.ready.store(true, Ordering::Relaxed);
+        self.processes.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -169,20 +283,22 @@ fn fresh_namespace() -> String {
 
 /// Runs one trial against `target`, on a runtime of its own: when the trial
 /// ends, everything it started (held answers, connections) ends with it.
-/// `Ok(None)` when cancelled; with the output, the target's retention in
-/// force for the run.
+/// The target process may be `slot`'s, and may stay there for the next
+/// trial. `Ok(None)` when cancelled; with the output, the target's
+/// retention in force for the run.
 fn run_trial(
     trial: &Trial<'_>,
     target: &TargetFile,
     cancel: &AtomicBool,
+    slot: &mut Slot,
+    starts: &Starts,
 ) -> Result<Option<(RunOutput, Option<Duration>)>> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(Error::Runtime)?;
-    let dir = TrialDir::create().map_err(Error::StateDir)?;
-    let run = runtime.block_on(drive(trial, target, cancel, &dir));
+    let run = runtime.block_on(drive(trial, target, cancel, slot, starts));
     runtime.shutdown_timeout(Duration::from_millis(200));
     run
 }
@@ -191,7 +307,8 @@ async fn drive(
     trial: &Trial<'_>,
     target: &TargetFile,
     cancel: &AtomicBool,
-    dir: &TrialDir,
+    slot: &mut Slot,
+    starts: &Starts,
 ) -> Result<Option<(RunOutput, Option<Duration>)>> {
     let scenario = trial.scenario;
     let timing = trial.timing;
@@ -213,33 +330,67 @@ async fn drive(
         time.clock_waits.clone(),
     );
 
-    // The harness's servers: on 127.0.0.1 only, until `stop` is dropped.
+    // The harness's servers, on the slot's ports on 127.0.0.1 (a kept
+    // process was told them), for this trial only: until `stop` is dropped.
     let (stop, stopped) = watch::channel(());
     let provider_addr = {
         let provider = cast.provider.clone();
         let handler = http::handler(move |request| provider.clone().handle(request));
-        serve_on_loopback(handler, stopped.clone()).await?
+        serve_for_trial(&slot.provider, handler, stopped.clone())?
     };
     let authority_addr = {
         let authority = cast.authority.clone();
         let handler = http::handler(move |request| authority.clone().handle(request));
-        serve_on_loopback(handler, stopped).await?
+        serve_for_trial(&slot.authority, handler, stopped)?
     };
 
-    let target_addr = format!("{LOOPBACK}:{}", reserve_port().map_err(Error::NoPort)?);
-    let launch = launch(
-        target,
-        trial,
-        &time,
-        dir,
-        &target_addr,
-        &provider_addr,
-        &authority_addr,
-    );
-    let Some(mut process) = start(&launch, &target_addr, target, cancel).await? else {
-        return Ok(None);
+    let target_addr = slot.target_addr.clone();
+    // A process kept from an earlier trial serves this one if it was
+    // started with the same environment, is still up, and nothing in this
+    // scenario kills it; otherwise this trial starts its own.
+    let handed_on = slot.running.take().filter(|_| reusable(trial, target));
+    let kept = match handed_on {
+        Some(mut running) => {
+            let wanted = launch(
+                target,
+                trial,
+                &time,
+                &running.dir,
+                &target_addr,
+                &provider_addr,
+                &authority_addr,
+            );
+            let same = wanted.env == running.launch.env && running.process.exited().is_none();
+            if same && healthy(&target_addr).await {
+                Some(running)
+            } else {
+                running.process.kill();
+                None
+            }
+        }
+        None => None,
     };
-    exposure(target, &target_addr)?;
+    let (launch, mut process, process_dir) = match kept {
+        Some(running) => (running.launch, running.process, running.dir),
+        None => {
+            let process_dir = slot.new_process_dir().map_err(Error::StateDir)?;
+            let launch = launch(
+                target,
+                trial,
+                &time,
+                &process_dir,
+                &target_addr,
+                &provider_addr,
+                &authority_addr,
+            );
+            let Some(process) = start(&launch, &target_addr, target, cancel).await? else {
+                return Ok(None);
+            };
+            starts.got_ready();
+            exposure(target, &target_addr)?;
+            (launch, process, process_dir)
+        }
+    };
 
     let (gate, gate_open) = watch::channel(true);
     let env = cast.agent_env(
@@ -324,6 +475,7 @@ async fn drive(
                 }
                 Due::Restart => match start(&launch, &target_addr, target, cancel).await {
                     Ok(Some(restarted)) => {
+                        starts.got_ready();
                         process = restarted;
                         if let Err(exposed) = exposure(target, &target_addr) {
                             error = Some(exposed);
@@ -387,8 +539,17 @@ async fn drive(
             .into(),
         );
     }
-    process.kill();
     drop(stop);
+    let hand_on = error.is_none() && reusable(trial, target) && process.exited().is_none();
+    if hand_on {
+        slot.running = Some(Running {
+            process,
+            launch,
+            dir: process_dir,
+        });
+    } else {
+        process.kill();
+    }
     let mut output = cast.finish(timeline.now(), error.map(|error| error.to_string()));
     if let Some(query) = &target.effects {
         let read = match rows.take() {
@@ -484,12 +645,22 @@ fn exposure(target: &TargetFile, target_addr: &str) -> Result<()> {
     .into())
 }
 
-/// Serves `handler` on 127.0.0.1 on a port the OS picks; returns `host:port`.
-async fn serve_on_loopback(
+/// Serves `handler` on `listener` (a slot's port on 127.0.0.1) until
+/// `stopped` ends; returns `host:port`. The server runs on the trial's
+/// runtime, so the connections it accepted end with the trial; the port
+/// stays the slot's.
+fn serve_for_trial(
+    listener: &std::net::TcpListener,
     handler: http::Handler,
     mut stopped: watch::Receiver<()>,
 ) -> Result<String> {
-    let listener = bind_loopback().await.map_err(Error::Listen)?;
+    let listener = listener
+        .try_clone()
+        .and_then(|listener| {
+            listener.set_nonblocking(true)?;
+            tokio::net::TcpListener::from_std(listener)
+        })
+        .map_err(Error::Listen)?;
     let addr = listener.local_addr().map_err(Error::Listen)?;
     tokio::spawn(http::serve(
         listener,
@@ -502,17 +673,38 @@ async fn serve_on_loopback(
     Ok(addr.to_string())
 }
 
+/// Whether a process may serve `trial` after serving others, and be kept
+/// for the next: not when the target file asks for a fresh process, and not
+/// in a scenario that kills the target (it gets a process of its own, and
+/// the one it restarted goes with it).
+fn reusable(trial: &Trial<'_>, target: &TargetFile) -> bool {
+    !target.fresh_process
+        && !trial
+            .scenario
+            .faults
+            .iter()
+            .any(|fault| fault.live() == Live::Restarts)
+}
+
+/// One readiness probe of a kept process.
+async fn healthy(addr: &str) -> bool {
+    matches!(
+        http::call(&TcpNetwork, addr, Request::get("/healthz"), PROBE_TIMEOUT).await,
+        Ok(response) if response.status == 200
+    )
+}
+
 /// The target's command and its `CHAOS_*` environment for this trial.
 fn launch(
     target: &TargetFile,
     trial: &Trial<'_>,
     time: &schedule::LiveTime,
-    dir: &TrialDir,
+    process_dir: &Path,
     target_addr: &str,
     provider_addr: &str,
     authority_addr: &str,
 ) -> Launch {
-    let state = dir.path.join("state");
+    let state = process_dir.join("state");
     let _ = std::fs::create_dir_all(&state);
     let mut env: Vec<(String, String)> = vec![
         (env_vars::LISTEN_ADDR.into(), target_addr.into()),
@@ -570,8 +762,8 @@ fn launch(
         command: target.command.clone(),
         workdir: target.workdir.clone(),
         env,
-        stdout: dir.path.join("stdout.log"),
-        stderr: dir.path.join("stderr.log"),
+        stdout: process_dir.join("stdout.log"),
+        stderr: process_dir.join("stderr.log"),
     }
 }
 
@@ -637,7 +829,63 @@ fn run_limit(trial: &Trial<'_>, target: &TargetFile, time: &schedule::LiveTime) 
         + Duration::from_secs(10)
 }
 
-/// A directory for one trial (the target's state, its logs), removed when dropped.
+/// What one thread keeps between the trials it runs: the ports the
+/// harness's servers listen on and the target's, so a process started for
+/// one trial can serve the next, and that process, if it may.
+struct Slot {
+    provider: std::net::TcpListener,
+    authority: std::net::TcpListener,
+    target_addr: String,
+    /// Each process's state and logs, in a directory of its own below.
+    dir: TrialDir,
+    processes: u64,
+    running: Option<Running>,
+}
+
+/// A target process kept between trials, with how it was started.
+struct Running {
+    process: TargetProcess,
+    launch: Launch,
+    dir: PathBuf,
+}
+
+impl Slot {
+    fn open() -> Result<Slot> {
+        let listen = || bind_loopback().map_err(|error| Box::new(Error::Listen(error)));
+        Ok(Slot {
+            provider: listen()?,
+            authority: listen()?,
+            target_addr: format!("{LOOPBACK}:{}", reserve_port().map_err(Error::NoPort)?),
+            dir: TrialDir::create().map_err(Error::StateDir)?,
+            processes: 0,
+            running: None,
+        })
+    }
+
+    /// A new, empty directory for the next process's state and logs; the
+    /// previous process's goes (a new process starts from nothing, as
+    /// `fresh-process` promises, while a restart keeps its state).
+    fn new_process_dir(&mut self) -> std::io::Result<PathBuf> {
+        if self.processes > 0 {
+            let _ = std::fs::remove_dir_all(self.dir.path.join(self.processes.to_string()));
+        }
+        self.processes += 1;
+        let dir = self.dir.path.join(self.processes.to_string());
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // Before the directory it writes to goes.
+        if let Some(running) = &mut self.running {
+            running.process.kill();
+        }
+    }
+}
+
+/// A directory for one slot (its processes' state, their logs), removed when dropped.
 struct TrialDir {
     path: PathBuf,
 }

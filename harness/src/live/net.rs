@@ -11,8 +11,8 @@ use tokio::sync::watch;
 pub(crate) const LOOPBACK: Ipv4Addr = Ipv4Addr::LOCALHOST;
 
 /// A listener on 127.0.0.1, on a port the OS picks.
-pub(crate) async fn bind_loopback() -> io::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(SocketAddr::from((LOOPBACK, 0))).await
+pub(crate) fn bind_loopback() -> io::Result<std::net::TcpListener> {
+    std::net::TcpListener::bind(SocketAddr::from((LOOPBACK, 0)))
 }
 
 /// A free port on 127.0.0.1 for the target: the OS picks it, and it is
@@ -88,9 +88,9 @@ impl Network for GatedNetwork {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn the_harness_listens_on_loopback_only() {
-        let listener = bind_loopback().await.unwrap();
+    #[test]
+    fn the_harness_listens_on_loopback_only() {
+        let listener = bind_loopback().unwrap();
         let addr = listener.local_addr().unwrap();
         assert!(addr.ip().is_loopback(), "{addr}");
         assert_eq!(exposed_listeners(addr.port()), Vec::<String>::new());

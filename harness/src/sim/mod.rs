@@ -31,7 +31,7 @@ use crate::roles::nemesis::{Crashes, Due, Nemesis};
 use crate::roles::Cast;
 use crate::scenario::Scenario;
 use crate::sweep::Transport;
-use crate::trial::{Driver, Run};
+use crate::trial::{Concurrency, Driver, Run};
 use net::{SimListener, SimNetwork, SimTimeline};
 
 /// Starts a target's server: `serve(listener, shutdown, env)`.
@@ -60,8 +60,8 @@ impl Driver for SimTarget {
         Transport::Sim
     }
 
-    fn parallel(&self) -> bool {
-        true
+    fn concurrency(&self) -> Concurrency {
+        Concurrency::EveryCore
     }
 
     fn plan<'a>(&self, scenario: &'a Scenario, seed: u64) -> Trial<'a> {

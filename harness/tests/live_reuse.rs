@@ -1,0 +1,207 @@
+//! Live at library speed (issue 14, items 2 and 3): one target process
+//! serves the trials it may, `parallel = N` runs trials side by side on
+//! processes of their own, `fresh-process = true` and scenarios that kill
+//! the target still get a process each, and a target that never gets ready
+//! costs one `ready-timeout`, not one per cell. Verdicts do not depend on
+//! any of it.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+/// A target file for the Python example target in `dir`, with `extra` lines
+/// (e.g. `parallel = 2`) after its command.
+fn python_target(dir: &Path, name: &str, extra: &str) -> PathBuf {
+    let workdir = common::repo_root().join("targets/python-replay-first");
+    let path = dir.join(format!("{name}.target.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"{name}\"\ncommand = [\"python3\", \"server.py\"]\nworkdir = \"{}\"\n{extra}\n[retention]\nperiod = \"7days\"\nafter = \"new-operation\"\n",
+            workdir.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// Runs `scenarios` against the target file at `target` for `seeds` trials;
+/// (exit code, stdout, stderr, report.json).
+fn run(
+    dir: &Path,
+    scenarios: &[&str],
+    target: &Path,
+    seeds: &str,
+    extra: &[&str],
+) -> (Option<i32>, String, String, serde_json::Value) {
+    let out = dir.join(format!(
+        "out-{}",
+        target.file_stem().unwrap().to_string_lossy()
+    ));
+    let mut args = vec!["run"];
+    args.extend(scenarios);
+    args.extend([
+        "--target",
+        target.to_str().unwrap(),
+        "--seeds",
+        seeds,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    args.extend(extra);
+    let output = common::chaos(&args);
+    let (stdout, stderr) = common::text(&output);
+    let report = std::fs::read(out.join("report.json"))
+        .map(|bytes| serde_json::from_slice(&bytes).unwrap())
+        .unwrap_or(serde_json::Value::Null);
+    (output.status.code(), stdout, stderr, report)
+}
+
+/// (scenario, verdict, seeds failed) of every cell.
+fn verdicts(report: &serde_json::Value) -> Vec<(String, String, u64)> {
+    report["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|cell| {
+            (
+                cell["scenario"].as_str().unwrap().to_owned(),
+                cell["verdict"].as_str().unwrap().to_owned(),
+                cell["seeds_failed"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn one_process_serves_a_cells_trials_and_the_next_cells_unless_told_otherwise() {
+    let dir = common::temp_dir("reuse");
+    let scenarios = [
+        "scenarios/changed-payload.toml",
+        "scenarios/revoked-permission.toml",
+    ];
+    let reused = python_target(&dir, "reused", "");
+    let fresh = python_target(&dir, "fresh", "fresh-process = true");
+
+    let (code, stdout, stderr, reused_report) = run(&dir, &scenarios, &reused, "3", &[]);
+    // revoked-permission catches the example's documented weakness.
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("target 'reused': 6 trial(s) on 1 process start(s)"),
+        "both cells' trials on one process: {stderr}"
+    );
+
+    let (code, stdout, stderr, fresh_report) = run(&dir, &scenarios, &fresh, "3", &[]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("target 'fresh': 6 trial(s) on 6 process start(s)"),
+        "{stderr}"
+    );
+    assert_eq!(verdicts(&reused_report), verdicts(&fresh_report));
+    common::assert_valid_report(&reused_report);
+}
+
+#[test]
+fn a_scenario_that_kills_the_target_gets_a_process_of_its_own() {
+    let dir = common::temp_dir("reuse-crash");
+    let target = python_target(&dir, "crashed", "");
+    let (code, stdout, stderr, report) = run(
+        &dir,
+        &[
+            "scenarios/changed-payload.toml",
+            "scenarios/worker-restart.toml",
+        ],
+        &target,
+        "2",
+        &[],
+    );
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    // changed-payload: one process for both trials, handed on to nobody:
+    // each worker-restart trial starts its own and restarts it once.
+    assert!(
+        stderr.contains("target 'crashed': 4 trial(s) on 5 process start(s)"),
+        "{stderr}"
+    );
+    assert!(verdicts(&report)
+        .iter()
+        .all(|(_, verdict, _)| verdict == "pass"));
+}
+
+#[test]
+fn parallel_trials_each_run_on_a_process_of_their_own_with_the_same_verdicts() {
+    let dir = common::temp_dir("parallel");
+    // Scenarios whose provider contract is the same: the target's
+    // environment is, so a process may serve both.
+    let scenarios = [
+        "scenarios/changed-payload.toml",
+        "scenarios/revoked-permission.toml",
+    ];
+    let one = python_target(&dir, "one-at-a-time", "");
+    let two = python_target(&dir, "two-at-a-time", "parallel = 2");
+    let (_, _, stderr, sequential) = run(&dir, &scenarios, &one, "4", &[]);
+    assert!(
+        stderr.contains("target 'one-at-a-time': 8 trial(s) on 1 process start(s)"),
+        "{stderr}"
+    );
+    let (code, stdout, stderr, parallel) = run(&dir, &scenarios, &two, "4", &[]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    // Two threads, each keeping the process it started for every trial it
+    // takes.
+    assert!(
+        stderr.contains("target 'two-at-a-time': 8 trial(s) on 2 process start(s)"),
+        "{stderr}"
+    );
+    assert_eq!(verdicts(&sequential), verdicts(&parallel));
+    common::assert_valid_report(&parallel);
+}
+
+#[test]
+fn a_target_that_never_gets_ready_costs_one_timeout_and_says_so_once() {
+    let dir = common::temp_dir("never-ready-once");
+    let target = dir.join("hangs.target.toml");
+    std::fs::write(
+        &target,
+        "name = \"hangs\"\ncommand = [\"sleep\", \"30\"]\nready-timeout = \"300ms\"\n",
+    )
+    .unwrap();
+    let scenarios = [
+        "scenarios/changed-payload.toml",
+        "scenarios/lost-response-keyed.toml",
+        "scenarios/revoked-permission.toml",
+    ];
+    let (code, stdout, stderr, report) = run(&dir, &scenarios, &target, "2", &[]);
+    assert_eq!(code, Some(3), "{stdout}{stderr}");
+    assert_eq!(
+        stdout.matches("did not answer GET /healthz").count(),
+        1,
+        "one timeout, quoted once: {stdout}"
+    );
+    assert_eq!(
+        stderr
+            .matches("target 'hangs' never became ready; its remaining cells are not run")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    let cells = report["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 3);
+    for cell in &cells[1..] {
+        assert_eq!(cell["verdict"], "unknown", "{cell}");
+        assert!(
+            cell["reason"]
+                .as_str()
+                .unwrap()
+                .contains("not run: target 'hangs' never became ready in this run (first at scenario 'changed-payload'"),
+            "{cell}"
+        );
+    }
+
+    // Asked to, it is tried in every cell.
+    let (code, stdout, _, _) = run(&dir, &scenarios, &target, "2", &["--keep-trying"]);
+    assert_eq!(code, Some(3));
+    assert_eq!(
+        stdout.matches("did not answer GET /healthz").count(),
+        3,
+        "{stdout}"
+    );
+}
