@@ -195,3 +195,165 @@ fn median(values: &[f64]) -> f64 {
         n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
     }
 }
+
+/// `chaos bench --live`: a live suite against one target file, timed the
+/// way it used to run (a process per trial, one trial at a time:
+/// `fresh-process = true`, `parallel = 1`) and the way the file says, in
+/// alternating rounds of one process, so both see the same machine.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct LiveFigures {
+    pub target: String,
+    pub scenarios: usize,
+    pub trials_per_cell: u64,
+    pub parallel: usize,
+    pub fresh_process: bool,
+    pub one_process_per_trial: Vec<Duration>,
+    pub as_configured: Vec<Duration>,
+    /// Cells whose verdict, failing seeds or effects differed between any
+    /// two rounds: the speed must not change what is measured.
+    pub verdicts_differ: Vec<String>,
+}
+
+impl LiveFigures {
+    pub(crate) fn ratio(&self) -> f64 {
+        median_time(&self.one_process_per_trial).as_secs_f64()
+            / median_time(&self.as_configured)
+                .as_secs_f64()
+                .max(f64::EPSILON)
+    }
+
+    pub(crate) fn render(&self) -> String {
+        let rounds = |times: &[Duration]| {
+            times
+                .iter()
+                .map(|time| format!("{:.1} s", time.as_secs_f64()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let verdicts = if self.verdicts_differ.is_empty() {
+            "identical in every round".to_owned()
+        } else {
+            format!("DIFFERED: {}", self.verdicts_differ.join("; "))
+        };
+        let configured = format!(
+            "as the target file says ({}, parallel = {})",
+            if self.fresh_process {
+                "fresh-process"
+            } else {
+                "reuse"
+            },
+            self.parallel
+        );
+        format!(
+            "chaos bench --live: target {}, {} scenario(s) x {} trial(s), {} round(s) each, alternating\n\
+             {:<48}{:>6.1} s (median; rounds: {})\n\
+             {:<48}{:>6.1} s (median; rounds: {})\n\
+             {:<48}{:>6.2}x\n\
+             verdicts, failing seeds and effects: {verdicts}\n",
+            self.target,
+            self.scenarios,
+            self.trials_per_cell,
+            self.as_configured.len(),
+            "a process per trial, one at a time",
+            median_time(&self.one_process_per_trial).as_secs_f64(),
+            rounds(&self.one_process_per_trial),
+            configured,
+            median_time(&self.as_configured).as_secs_f64(),
+            rounds(&self.as_configured),
+            "ratio",
+            self.ratio(),
+        )
+    }
+}
+
+fn median_time(times: &[Duration]) -> Duration {
+    let mut sorted = times.to_vec();
+    sorted.sort();
+    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+}
+
+/// Runs `scenarios` x `trials` against `file` in `rounds` alternating
+/// pairs; `None` if cancelled.
+pub(crate) fn bench_live(
+    scenarios: &[Scenario],
+    file: &crate::target_file::TargetFile,
+    arg: &str,
+    trials: u64,
+    rounds: usize,
+    cancel: &AtomicBool,
+) -> Option<LiveFigures> {
+    use crate::target::Target;
+    let as_configured = Target::Live {
+        file: std::sync::Arc::new(file.clone()),
+        arg: arg.to_owned(),
+    };
+    let one_per_trial = Target::Live {
+        file: std::sync::Arc::new(crate::target_file::TargetFile {
+            fresh_process: true,
+            parallel: 1,
+            ..file.clone()
+        }),
+        arg: arg.to_owned(),
+    };
+    let sweep = crate::sweep::Sweep::new(crate::sweep::Seeds::Range {
+        first: 0,
+        count: trials,
+    });
+    let timed = |target: &Target| {
+        let started = Instant::now();
+        let summary =
+            crate::runner::run(scenarios, std::slice::from_ref(target), sweep, &(), cancel)?;
+        Some((started.elapsed(), summary))
+    };
+    let mut figures = LiveFigures {
+        target: file.name.clone(),
+        scenarios: scenarios.len(),
+        trials_per_cell: trials,
+        parallel: file.parallel,
+        fresh_process: file.fresh_process,
+        one_process_per_trial: Vec::new(),
+        as_configured: Vec::new(),
+        verdicts_differ: Vec::new(),
+    };
+    let mut first: Option<Vec<CellFigures>> = None;
+    for _ in 0..rounds {
+        for (target, times) in [(&one_per_trial, 0), (&as_configured, 1)] {
+            let (elapsed, summary) = timed(target)?;
+            if times == 0 {
+                figures.one_process_per_trial.push(elapsed);
+            } else {
+                figures.as_configured.push(elapsed);
+            }
+            let cells = cell_figures(&summary);
+            match &first {
+                None => first = Some(cells),
+                Some(expected) => {
+                    for (want, got) in expected.iter().zip(&cells) {
+                        if want != got && !figures.verdicts_differ.contains(&got.0) {
+                            figures.verdicts_differ.push(got.0.clone());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Some(figures)
+}
+
+/// (scenario, verdict, failing seeds, most effects) of each cell.
+type CellFigures = (String, Status, u64, u32);
+
+fn cell_figures(summary: &crate::report::Summary) -> Vec<CellFigures> {
+    summary
+        .cells
+        .iter()
+        .map(|cell| {
+            (
+                cell.scenario.clone(),
+                cell.verdict,
+                cell.seeds_failed,
+                cell.effects_observed_max,
+            )
+        })
+        .collect()
+}

@@ -19,9 +19,9 @@
 //! 417 = "conflict"
 //!
 //! [retention]                         # optional: omit to promise to remember forever
-//! period = "7days"
-//! after = "new-operation"             # or "refuse", or "reconcile"
-//! shorten = true                      # it reads CHAOS_RETENTION_MS
+//! period = "7days"                    # required in [retention]
+//! after = "new-operation"             # optional, the default; or "refuse", or "reconcile"
+//! shorten = true                      # optional, default true: it reads CHAOS_RETENTION_MS
 //!
 //! [effects]                           # optional: effects are rows in the target's database
 //! database = "postgresql://postgres@127.0.0.1:5432/test"
@@ -192,6 +192,10 @@ struct EffectsFile {
 struct RetentionFile {
     #[serde(with = "humantime_serde")]
     period: Duration,
+    /// What a key past `period` is: a new operation unless the file says
+    /// otherwise, the policy of most idempotency layers (a record that has
+    /// expired is simply gone).
+    #[serde(default)]
     after: AfterRetention,
     #[serde(default = "default_shorten")]
     shorten: bool,
@@ -469,6 +473,23 @@ command = ["python3", "server.py"]
         assert!(file.retention.is_none() && file.status.is_empty());
         assert!(!file.fresh_process);
         assert_eq!(file.parallel, 1);
+    }
+
+    #[test]
+    fn a_retention_without_a_policy_is_a_new_operation_past_it_and_shortened() {
+        let file = parse(&format!(
+            "{MINIMAL}name = \"x\"\n[retention]\nperiod = \"24h\"\n"
+        ))
+        .unwrap();
+        let retention = file.retention.unwrap();
+        assert_eq!(retention.after, AfterRetention::NewOperation);
+        assert!(retention.shorten);
+        let message = parse(&format!(
+            "{MINIMAL}name = \"x\"\n[retention]\nafter = \"refuse\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(message.contains("period"), "{message}");
     }
 
     #[test]

@@ -205,3 +205,32 @@ fn a_target_that_never_gets_ready_costs_one_timeout_and_says_so_once() {
         "{stdout}"
     );
 }
+
+/// `chaos bench --live` times the live suite both ways in one process and
+/// refuses to call it faster if anything it measured changed.
+#[test]
+fn bench_live_times_both_ways_and_compares_the_verdicts() {
+    let output = common::chaos(&[
+        "bench",
+        "--live",
+        "python-replay-first",
+        "--rounds",
+        "1",
+        "--trials",
+        "1",
+    ]);
+    let (stdout, stderr) = common::text(&output);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("15 scenario(s) x 1 trial(s), 1 round(s) each")
+            && stdout.contains("a process per trial, one at a time")
+            && stdout.contains("as the target file says (reuse, parallel = 8)")
+            && stdout.contains("verdicts, failing seeds and effects: identical in every round"),
+        "{stdout}"
+    );
+
+    let simulated = common::chaos(&["bench", "--live", "ledger"]);
+    let (_, stderr) = common::text(&simulated);
+    assert_eq!(simulated.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("'ledger' is simulated"), "{stderr}");
+}

@@ -20,6 +20,29 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
     }
 }
 
+/// Whether `answer` refused a changed payload while the approved one's
+/// effect, committed before it was sent, stands.
+fn refused_a_change(answer: &AnswerView<'_>) -> bool {
+    answer.changed
+        && answer
+            .effects_of_epoch
+            .iter()
+            .all(|effect| effect.at < answer.attempt.sent_at)
+}
+
+/// What to tell the user when a bare status outside the protocol was read
+/// as `rejected` by the default mapping: the finding may be the mapping's,
+/// not the target's.
+fn unmapped_status_hint(status: u16) -> String {
+    let in_the_protocol = matches!(status, 400 | 401 | 403 | 409 | 422) || status < 400;
+    if in_the_protocol || status >= 500 {
+        return String::new();
+    }
+    format!(
+        " (it answered status {status}, which the protocol does not name, so it was read as rejected; if your target means another outcome by it, say so in its target file, e.g. [status] {status} = \"conflict\" for a key reused with another payload)"
+    )
+}
+
 /// Whether the outcome is true to the ledger. A claimed effect for a changed
 /// payload is the payload checker's (`replay-for-changed-payload`).
 fn outcome(operation: &OperationView<'_>, answer: &AnswerView<'_>, findings: &mut Findings) {
@@ -81,13 +104,22 @@ fn outcome(operation: &OperationView<'_>, answer: &AnswerView<'_>, findings: &mu
                 answer.effects_of_epoch[0].receipt, answer.effects_of_epoch[0].at
             ),
         ),
-        Outcome::Rejected if !answer.effects_of_epoch.is_empty() => fail(
-            Check::RejectedWithEffect,
-            format!(
-                "operation '{name}': attempt {who} answered rejected, but the provider committed its effect ({}) at {} ms",
-                answer.effects_of_epoch[0].receipt, answer.effects_of_epoch[0].at
-            ),
-        ),
+        // A changed payload refused while the approved one's effect stands
+        // is the refusal it should be: nothing was done for *this* request.
+        // Only `conflict` says why, which the payload checker does not ask.
+        Outcome::Rejected
+            if !answer.effects_of_epoch.is_empty() && !refused_a_change(answer) =>
+        {
+            fail(
+                Check::RejectedWithEffect,
+                format!(
+                    "operation '{name}': attempt {who} answered rejected, but the provider committed its effect ({}) at {} ms{}",
+                    answer.effects_of_epoch[0].receipt,
+                    answer.effects_of_epoch[0].at,
+                    unmapped_status_hint(answer.said.status)
+                ),
+            )
+        }
         Outcome::Held if !answer.effects_of_epoch.is_empty() => fail(
             Check::HeldWithEffect,
             format!(
@@ -204,7 +236,7 @@ fn reference(
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{Case, Found, ONE_CALL, REVOKED, RE_PLAN, RE_PLAN_ALLOWED};
+    use super::super::tests::{Case, Found, CHANGED, ONE_CALL, REVOKED, RE_PLAN, RE_PLAN_ALLOWED};
     use crate::check::Check;
     use chaos_kit::protocol::Outcome;
 
@@ -370,6 +402,44 @@ mod tests {
             .bare_answer(1, 1, 5, Outcome::Rejected)
             .judge();
         assert!(!truly.has(Check::RejectedWithEffect));
+    }
+
+    /// Issue 13: a changed payload refused with a bare 417 was read as
+    /// rejected, and `rejected-with-effect` blamed the first call's effect
+    /// on the refused one.
+    #[test]
+    fn a_changed_payload_refused_while_the_first_effect_stands_is_not_rejected_with_effect() {
+        let refused = Case::new(CHANGED)
+            .commit(1, 3)
+            .answer(1, 1, 5, Outcome::Applied)
+            .status_answer(2, 6, 8, 417, Outcome::Rejected)
+            .judge();
+        assert!(
+            !refused.has(Check::RejectedWithEffect),
+            "{:?}",
+            refused.findings
+        );
+        // The same payload retried and rejected while its effect stands is
+        // still caught, with a hint when the status is not the protocol's.
+        let retried = Case::new(ONE_CALL)
+            .commit(1, 3)
+            .timeout(1, 1, 10)
+            .status_answer(1, 12, 14, 417, Outcome::Rejected)
+            .judge();
+        let message = &retried.finding(Check::RejectedWithEffect).message;
+        assert!(
+            message.contains("it answered status 417, which the protocol does not name")
+                && message.contains("[status] 417 = \"conflict\""),
+            "{message}"
+        );
+        let plain = Case::new(ONE_CALL)
+            .commit(1, 3)
+            .bare_answer(1, 1, 5, Outcome::Rejected)
+            .judge();
+        assert!(!plain
+            .finding(Check::RejectedWithEffect)
+            .message
+            .contains("does not name"));
     }
 
     /// Issue 12: a held call is for review, so any effect it had is a lie.

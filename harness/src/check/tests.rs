@@ -403,6 +403,25 @@ impl Case {
         self.attempt(call, sent_at, ended_at, AttemptEnd::Answered(answer))
     }
 
+    /// A bare answer with this status (one the protocol may not name).
+    pub(crate) fn status_answer(
+        self,
+        call: u32,
+        sent_at: Ms,
+        ended_at: Ms,
+        status: u16,
+        outcome: Outcome,
+    ) -> Case {
+        let answer = Answer {
+            status,
+            outcome,
+            receipt: None,
+            disclosed_result: false,
+            reason: None,
+        };
+        self.attempt(call, sent_at, ended_at, AttemptEnd::Answered(answer))
+    }
+
     /// An answer as a target gives it: an outcome that claims an effect
     /// carries the receipt of the latest effect by then, and the result.
     pub(crate) fn answer(self, call: u32, sent_at: Ms, ended_at: Ms, outcome: Outcome) -> Case {
