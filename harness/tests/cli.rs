@@ -338,7 +338,7 @@ fn a_ci_log_gets_a_line_per_finished_cell() {
         assert!(line.contains(&format!("] ({}/4) ", index + 1)), "{line}");
         // nextest's columns: the verdict in 12, then `[   0.004s]`.
         assert_eq!(&line[12..14], " [", "{line}");
-        assert!(line[14..24].trim_start().ends_with('s'), "{line}");
+        assert!(line[14..23].trim_start().ends_with('s'), "{line}");
     }
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();

@@ -463,9 +463,9 @@ fn render_changes(comparison: &Comparison, markdown: bool) -> String {
     out
 }
 
-/// `checks: none -> stale-applied 3/40`, when either side had a check fire.
+/// `checks: none -> stale-applied 3/40`, when the checks that fired changed.
 fn checks_change(change: &Change) -> Option<String> {
-    if change.from_checks.is_empty() && change.to_checks.is_empty() {
+    if change.from_checks == change.to_checks {
         return None;
     }
     let side = |checks: &str| {
