@@ -1,13 +1,16 @@
 //! How long work reports its progress: one [`Observer`] for sweeps of trials
-//! and explorations alike, and [`Bar`], the progress bar that draws it on
-//! stderr, only when stderr is a terminal: piped or redirected output (CI
-//! logs, `--format json | jq`) stays free of control characters. `NO_COLOR`
-//! turns its colours off.
+//! and explorations alike; [`Bar`], the progress bar that draws it on
+//! stderr, only when stderr is a terminal; and [`Lines`], for stderr that is
+//! not one (a CI log), a line per finished cell, nextest style, so a long
+//! live run is never silent and piped output stays free of control
+//! characters. `NO_COLOR` turns the bar's colours off.
 
 use std::io::IsTerminal;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::report::CellSummary;
 
 /// Hears how long work is going; called from worker threads.
 pub trait Observer: Sync {
@@ -17,7 +20,56 @@ pub trait Observer: Sync {
     fn progressed(&self, _done: u64) {}
     /// A short note beside the counts ("2 failing", "shrinking: ...").
     fn note(&self, _message: String) {}
+    /// A cell of a sweep is done: all its trials (this shard's) were judged,
+    /// or one could not run, which ends the cell.
+    fn cell_finished(&self, _done: &CellDone<'_>) {}
     fn finished(&self) {}
+}
+
+/// A finished cell, as a sweep reports it.
+pub struct CellDone<'a> {
+    /// Its counts so far, settled: the verdict the report will give it.
+    pub cell: &'a CellSummary,
+    /// The time its trials took, added up (trials of a cell may run side by side).
+    pub elapsed: Duration,
+    /// How many cells are done, this one included, of `cells`.
+    pub done: usize,
+    pub cells: usize,
+}
+
+impl CellDone<'_> {
+    /// `        FAIL [   0.412s] ( 3/45) changed-payload x fresh-key: effects 2/1 · 3/3 seeds`:
+    /// the verdict right-aligned, then the time, so a CI log scans by column.
+    pub fn line(&self) -> String {
+        let cell = self.cell;
+        let verdict = crate::report::verdict_label(cell).to_uppercase();
+        let width = self.cells.to_string().len();
+        format!(
+            "{verdict:>12} [{:>8.3}s] ({:>width$}/{}) {} x {}: {}",
+            self.elapsed.as_secs_f64(),
+            self.done,
+            self.cells,
+            cell.scenario,
+            cell.target,
+            cell.observed().join(" · "),
+        )
+    }
+}
+
+/// A line per finished cell on stderr, for a log rather than a terminal.
+pub struct Lines;
+
+impl Lines {
+    /// Lines on stderr when it is not a terminal (a bar draws there otherwise).
+    pub fn on_stderr() -> Option<Lines> {
+        (!std::io::stderr().is_terminal()).then_some(Lines)
+    }
+}
+
+impl Observer for Lines {
+    fn cell_finished(&self, done: &CellDone<'_>) {
+        crate::cli::stdout::print_err(&format!("{}\n", done.line()));
+    }
 }
 
 /// Nobody listening.

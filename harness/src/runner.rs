@@ -44,7 +44,7 @@ pub fn run(
             arg: target.arg().to_owned(),
         })
         .collect();
-    let fold = Fold::new(scenarios, columns, sweep);
+    let fold = Fold::new(scenarios, columns, sweep, observer);
 
     let per_cell = sweep.seeds.count();
     let trials = ((scenarios.len() * targets.len()) as u64).saturating_mul(per_cell);

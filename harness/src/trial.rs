@@ -8,6 +8,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use chaos_kit::target::TargetInfo;
 
@@ -77,7 +78,40 @@ pub struct Judged<'a> {
     /// its retention), when it ran.
     pub target: Option<TargetInfo>,
     /// The trial could not run at all: the rest of its cell is not tried.
+    /// Set only by [`Judged::blocked`], whose verdict carries the reason.
     pub(crate) cell_blocked: bool,
+    /// How long planning, running and judging it took (zero for a trial
+    /// judged blocked without being tried); never in a report, whose bytes
+    /// a run fixes.
+    pub(crate) elapsed: Duration,
+}
+
+impl<'a> Judged<'a> {
+    /// A trial that could not run at all, for `reason` (the target never
+    /// became ready, could not be built, ...): `unknown`, and folded into
+    /// its cell as not run, never as a seed that observed something. A
+    /// runner that already knows a cell cannot run judges one of its trials
+    /// this way, without running it, and folds it like any other.
+    pub(crate) fn blocked(trial: Trial<'a>, reason: String) -> Judged<'a> {
+        Judged {
+            trial,
+            verdict: Verdict::unknown(reason),
+            run: None,
+            target: None,
+            cell_blocked: true,
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    /// Why the trial never ran, when it could not run at all.
+    pub(crate) fn not_run_reason(&self) -> Option<&str> {
+        let finding = self
+            .verdict
+            .findings
+            .first()
+            .filter(|_| self.cell_blocked)?;
+        Some(&finding.message)
+    }
 }
 
 /// Plans, runs and judges the trial of `scenario` for `seed` on `driver`.
@@ -89,19 +123,21 @@ pub(crate) fn judge<'a>(
     seed: u64,
     cancel: &AtomicBool,
 ) -> Option<Judged<'a>> {
+    let started = Instant::now();
     let trial = driver.plan(scenario, seed);
     if cancel.load(Ordering::Relaxed) {
         return None;
     }
     let run = catch_unwind(AssertUnwindSafe(|| driver.run(&trial, cancel)));
-    let judged = |trial, verdict, run: Option<(RunOutput, TargetInfo)>, cell_blocked| {
+    let judged = |trial, verdict, run: Option<(RunOutput, TargetInfo)>| {
         let (run, target) = run.unzip();
         Judged {
             trial,
             verdict,
             run,
             target,
-            cell_blocked,
+            cell_blocked: false,
+            elapsed: started.elapsed(),
         }
     };
     Some(match run {
@@ -111,10 +147,13 @@ pub(crate) fn judge<'a>(
                 driver.transport(),
                 panic_message(&panic)
             ));
-            judged(trial, verdict, None, false)
+            judged(trial, verdict, None)
         }
         Ok(Run::Cancelled) => return None,
-        Ok(Run::Blocked { reason }) => judged(trial, Verdict::unknown(reason), None, true),
+        Ok(Run::Blocked { reason }) => Judged {
+            elapsed: started.elapsed(),
+            ..Judged::blocked(trial, reason)
+        },
         Ok(Run::Ran { .. }) if cancel.load(Ordering::Relaxed) => return None,
         Ok(Run::Ran { output, target }) => {
             let verdict = catch_unwind(AssertUnwindSafe(|| check::check(&trial, &target, &output)))
@@ -122,7 +161,7 @@ pub(crate) fn judge<'a>(
                     Verdict::unknown(format!("the checker failed: {}", panic_message(&panic)))
                 });
             let verdict = cut_short(verdict, output.error.is_some());
-            judged(trial, verdict, Some((*output, target)), false)
+            judged(trial, verdict, Some((*output, target)))
         }
     })
 }

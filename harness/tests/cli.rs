@@ -309,6 +309,74 @@ fn no_progress_bar_when_stderr_is_not_a_terminal() {
     }
 }
 
+/// Issue 14, item 4: off a terminal (a CI log) a sweep prints a line per
+/// cell as it finishes, nextest style: the verdict right-aligned, the time its
+/// trials took, `(done/cells)`, scenario x target, effects and seeds; lines
+/// come in the order cells finish (the counter counts up whatever the order).
+#[test]
+fn a_ci_log_gets_a_line_per_finished_cell() {
+    let out = common::fresh_path("ci-lines");
+    let output = chaos(
+        &[
+            "run",
+            "scenarios/lost-response-keyed.toml",
+            "scenarios/changed-payload.toml",
+            "--target",
+            "fresh-key",
+            "--target",
+            "ledger",
+            "--seeds",
+            "4",
+        ],
+        &out,
+    );
+    let (stdout, stderr) = common::text(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|line| line.contains("] (")).collect();
+    assert_eq!(lines.len(), 4, "a line per cell: {stderr}");
+    for (index, line) in lines.iter().enumerate() {
+        assert!(line.contains(&format!("] ({}/4) ", index + 1)), "{line}");
+        // nextest's columns: the verdict in 12, then `[   0.004s]`.
+        assert_eq!(&line[12..14], " [", "{line}");
+        assert!(line[14..23].trim_start().ends_with('s'), "{line}");
+    }
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    for cell in report["cells"].as_array().unwrap() {
+        let name = format!(
+            "{} x {}: ",
+            cell["scenario"].as_str().unwrap(),
+            cell["target"].as_str().unwrap()
+        );
+        let mine: Vec<&&str> = lines.iter().filter(|line| line.contains(&name)).collect();
+        assert_eq!(mine.len(), 1, "{name}: {stderr}");
+        let verdict = match cell["verdict"].as_str().unwrap() {
+            "pass" => "PASS",
+            "fail" => "FAIL",
+            _ => "UNKNOWN",
+        };
+        // `FAIL (STUCK)` when only liveness failed.
+        assert!(
+            mine[0][..12].trim_start().starts_with(verdict),
+            "{}",
+            mine[0]
+        );
+        let not_passed =
+            cell["seeds_failed"].as_u64().unwrap() + cell["seeds_unknown"].as_u64().unwrap();
+        assert!(
+            mine[0].ends_with(&format!(" · {not_passed}/4 seeds")),
+            "{}",
+            mine[0]
+        );
+        assert!(mine[0].contains(&format!(
+            ": effects {}/{}",
+            cell["effects_observed_max"], cell["effects_expected"]
+        )));
+    }
+    // The lines are progress, not the report: stdout holds the table as before.
+    assert!(!stdout.contains("] (1/4)"), "{stdout}");
+}
+
 /// Issue #4, item 6: on a terminal a sweep shows a progress bar, in colour
 /// unless `NO_COLOR` is set. `script` (util-linux) gives the run a terminal.
 #[test]
@@ -347,6 +415,11 @@ fn a_terminal_gets_a_progress_bar_and_no_color_is_respected() {
     );
     let plain = run(true);
     assert!(plain.contains("trials,"), "no progress bar drawn: {plain}");
+    // The bar, not a log's line per cell.
+    assert!(
+        !plain.contains("] (1/"),
+        "a line per cell on a terminal: {plain}"
+    );
     assert!(
         !plain.contains("\u{1b}[3"),
         "NO_COLOR was set, yet colours were printed: {plain}"

@@ -101,10 +101,17 @@ fn a_target_that_never_gets_ready_or_exits_early_is_unknown_and_the_run_goes_on(
     for cell in cells {
         assert_eq!(cell["verdict"], "unknown", "{cell}");
         // The first seed showed the target cannot start; the other seeds of
-        // the cell were not burnt on it.
-        assert_eq!(cell["seeds_run"], 1, "{cell}");
+        // the cell were not burnt on it, and none counts as run (issue 14).
+        assert_eq!(cell["seeds_run"], 0, "{cell}");
+        assert_eq!(cell["not_run"]["seeds"], 1, "{cell}");
     }
     assert_eq!(report["transport"], "live");
+    // Nothing was observed, and the table does not pretend it was.
+    assert!(
+        stdout.contains("x hangs: not run: target 'hangs'"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("effects 0/"), "{stdout}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(
         survivors(&marker),

@@ -89,6 +89,90 @@ fn the_schema_rejects_a_report_that_drifted() {
         !common::schema_errors(&wrong).is_empty(),
         "a verdict out of range"
     );
+
+    // The tallies of issue 14 are constrained as strictly.
+    assert!(report["cells"][0]["checks"][0].is_object(), "{report}");
+    let mut unknown_check = report.clone();
+    unknown_check["cells"][0]["checks"][0]["check"] = "duplicate-effects".into();
+    assert!(
+        !common::schema_errors(&unknown_check).is_empty(),
+        "a check that does not exist"
+    );
+    let mut no_histogram = report.clone();
+    no_histogram["cells"][0]["dispatches"]
+        .as_object_mut()
+        .unwrap()
+        .remove("histogram");
+    assert!(
+        !common::schema_errors(&no_histogram).is_empty(),
+        "dispatches without their histogram"
+    );
+    let mut bad_not_run = report.clone();
+    bad_not_run["cells"][0]["not_run"] = serde_json::json!({ "seeds": 1 });
+    assert!(
+        !common::schema_errors(&bad_not_run).is_empty(),
+        "not_run without its reason"
+    );
+}
+
+/// Issue 14, item 5: a cell counts every check that fired by the seeds it
+/// fired on, and the dispatches of every seed run, passing seeds too; the
+/// kept records agree with the counts.
+#[test]
+fn every_cell_counts_its_checks_and_the_dispatches_of_every_seed() {
+    let summary = sweep(
+        &common::all_scenarios(),
+        Seeds::Range { first: 0, count: 6 },
+        Payloads::Redacted,
+    );
+    let mut several = 0;
+    for cell in &summary.cells {
+        let name = format!("{} x {}", cell.scenario, cell.target);
+        let histogram: u64 = cell.dispatches.histogram.iter().map(|bin| bin.seeds).sum();
+        assert_eq!(
+            histogram, cell.seeds_run,
+            "{name}: every seed run is counted"
+        );
+        assert_eq!(
+            cell.dispatches.min,
+            cell.dispatches.histogram.first().map(|bin| bin.dispatches),
+            "{name}"
+        );
+        assert_eq!(
+            cell.dispatches.max,
+            cell.dispatches.histogram.last().map(|bin| bin.dispatches),
+            "{name}"
+        );
+        assert!(
+            cell.not_run.is_none(),
+            "{name}: simulated trials always run"
+        );
+        let not_passed = cell.seeds_failed + cell.seeds_unknown;
+        assert_eq!(cell.checks.is_empty(), not_passed == 0, "{name}");
+        for count in &cell.checks {
+            assert!(
+                count.seeds >= 1 && count.seeds <= not_passed,
+                "{name}: {count:?}"
+            );
+        }
+        for failure in &cell.failures {
+            for check in failure.checks() {
+                assert!(
+                    cell.checks.iter().any(|count| count.check == check),
+                    "{name}: seed {} found {check}, which the cell does not count",
+                    failure.seed
+                );
+            }
+        }
+        if cell.checks.len() > 1 {
+            several += 1;
+            assert_eq!(cell.headline(), cell.checks_text(), "{name}");
+        }
+    }
+    assert!(
+        several > 0,
+        "no cell had several checks fire: the test shows nothing"
+    );
 }
 
 #[test]

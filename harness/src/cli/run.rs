@@ -7,7 +7,7 @@ use super::stdout::errln;
 use super::{check_writable, load_scenarios, present, resolve_targets, say, ReportArgs};
 use crate::error::Error;
 use crate::exit::Exit;
-use crate::progress::{Bar, Observer};
+use crate::progress::{Bar, Lines, Observer};
 use crate::scenario::Scenario;
 use crate::sweep::{Partition, Payloads, Seeds, Sweep, FAILURES_KEPT_PER_CELL};
 use crate::target::Target;
@@ -112,10 +112,14 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
         "interrupted: stopping (trials in flight are abandoned, live targets are ended); no report will be written",
         InFlight::Abandon,
     );
+    // A terminal gets the bar; a log (CI) a line per finished cell, in the
+    // order cells finish, so a long live run is never silent.
     let bar = Bar::on_stderr("trials", None);
-    let observer: &dyn Observer = match &bar {
-        Some(bar) => bar,
-        None => &(),
+    let lines = Lines::on_stderr();
+    let observer: &dyn Observer = match (&bar, &lines) {
+        (Some(bar), _) => bar,
+        (None, Some(lines)) => lines,
+        (None, None) => &(),
     };
     let summary = crate::run(&scenarios, &targets, sweep, observer, &cancel);
     observer.finished();

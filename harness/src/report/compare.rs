@@ -11,7 +11,7 @@ use std::path::Path;
 use comfy_table::{Cell, Color};
 use serde::Serialize;
 
-use super::{verdict_label, CellSummary, Summary};
+use super::{verdict_label, CellSummary, CheckCount, Dispatches, NotRun, Summary};
 use crate::check::Status;
 use crate::exit::Exit;
 
@@ -60,6 +60,11 @@ pub struct CompareCell {
     pub amplification_max: f64,
     pub seeds_not_passed: u64,
     pub seeds_run: u64,
+    /// Every check that fired, with its seeds.
+    pub checks: Vec<CheckCount>,
+    pub dispatches: Dispatches,
+    /// The trials that never ran, and why.
+    pub not_run: Option<NotRun>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -82,6 +87,10 @@ pub struct Change {
     pub to_report: String,
     pub from: Status,
     pub to: Status,
+    /// Every check that fired on the earlier and the later cell, with its
+    /// seeds (`stale-applied 3/40`); empty where none did.
+    pub from_checks: String,
+    pub to_checks: String,
     /// Why the later report's cell did not pass, and how to replay it.
     pub reason: Option<String>,
     pub rerun: Option<String>,
@@ -255,6 +264,8 @@ pub fn compare(reports: &[(String, Summary)]) -> Comparison {
                     to_report: after.0.clone(),
                     from: from.verdict,
                     to: to.verdict,
+                    from_checks: from.checks_text(),
+                    to_checks: to.checks_text(),
                     reason: to.reason.clone(),
                     rerun: to.rerun.clone(),
                 });
@@ -271,12 +282,16 @@ pub fn compare(reports: &[(String, Summary)]) -> Comparison {
 }
 
 impl CompareCell {
+    /// The effects, or why no trial ran, as the run's own matrix says it.
     fn effects_text(&self) -> String {
-        super::effects_text(
-            self.effects_observed_max,
-            self.effects_expected,
-            self.amplification_max,
-        )
+        match &self.not_run {
+            Some(not_run) if self.seeds_run == 0 => not_run.text(),
+            _ => super::effects_text(
+                self.effects_observed_max,
+                self.effects_expected,
+                self.amplification_max,
+            ),
+        }
     }
 }
 
@@ -289,6 +304,9 @@ fn compare_cell(cell: &CellSummary) -> CompareCell {
         amplification_max: cell.amplification_max,
         seeds_not_passed: cell.seeds_failed + cell.seeds_unknown,
         seeds_run: cell.seeds_run,
+        checks: cell.checks.clone(),
+        dispatches: cell.dispatches.clone(),
+        not_run: cell.not_run.clone(),
     }
 }
 
@@ -419,6 +437,9 @@ fn render_changes(comparison: &Comparison, markdown: bool) -> String {
         );
         if markdown {
             let _ = write!(out, "- **{kind}** {what}");
+            if let Some(checks) = checks_change(change) {
+                let _ = write!(out, "  \n  {checks}");
+            }
             if let Some(reason) = &change.reason {
                 let _ = write!(out, "  \n  {reason}");
             }
@@ -428,6 +449,9 @@ fn render_changes(comparison: &Comparison, markdown: bool) -> String {
             out.push('\n');
         } else {
             let _ = writeln!(out, "{kind} {what}");
+            if let Some(checks) = checks_change(change) {
+                let _ = writeln!(out, "    {checks}");
+            }
             if let Some(reason) = &change.reason {
                 let _ = writeln!(out, "    {reason}");
             }
@@ -437,4 +461,23 @@ fn render_changes(comparison: &Comparison, markdown: bool) -> String {
         }
     }
     out
+}
+
+/// `checks: none -> stale-applied 3/40`, when the checks that fired changed.
+fn checks_change(change: &Change) -> Option<String> {
+    if change.from_checks == change.to_checks {
+        return None;
+    }
+    let side = |checks: &str| {
+        if checks.is_empty() {
+            "none".to_owned()
+        } else {
+            checks.to_owned()
+        }
+    };
+    Some(format!(
+        "checks: {} -> {}",
+        side(&change.from_checks),
+        side(&change.to_checks)
+    ))
 }

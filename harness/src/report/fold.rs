@@ -4,11 +4,17 @@
 //! seeds, so memory stays bounded however many seeds run. The fold is
 //! order-independent: the same trials give the same summary on any number of
 //! threads, and shards merged give the unsharded summary.
+//!
+//! A cell is done when all its trials (this shard's) are folded in, or one
+//! could not run (the runner tries no more of it); the observer hears of it
+//! then, in the order cells finish.
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use super::{CellSummary, SeedFailure, Summary, TargetMeta};
 use crate::check::Status;
+use crate::progress::{CellDone, Observer};
 use crate::scenario::Scenario;
 use crate::sweep::{rerun_command, Sweep};
 use crate::trial::Judged;
@@ -26,28 +32,69 @@ pub(crate) struct Fold<'a> {
     columns: Vec<Column>,
     sweep: Sweep,
     /// Scenario-major: cell `s * columns + t`.
-    cells: Vec<Mutex<CellSummary>>,
+    cells: Vec<Mutex<Cell>>,
+    observer: &'a dyn Observer,
+    /// Cells done so far, of `tried`: those this run (shard) holds trials of.
+    /// Held while the observer hears of the cell, so lines count up in the
+    /// order they are written, whichever thread finishes a cell.
+    done: Mutex<usize>,
+    tried: usize,
+}
+
+struct Cell {
+    summary: CellSummary,
+    /// Trials folded in, whether they ran or not.
+    folded: u64,
+    /// How many trials of the cell this run (this shard) holds.
+    expected: u64,
+    /// The time its trials took, added up.
+    elapsed: Duration,
+    done: bool,
 }
 
 impl<'a> Fold<'a> {
-    pub(crate) fn new(scenarios: &'a [Scenario], columns: Vec<Column>, sweep: Sweep) -> Fold<'a> {
+    pub(crate) fn new(
+        scenarios: &'a [Scenario],
+        columns: Vec<Column>,
+        sweep: Sweep,
+        observer: &'a dyn Observer,
+    ) -> Fold<'a> {
+        let per_cell = sweep.seeds.count();
+        // Cell c holds positions c * per_cell .. (c + 1) * per_cell.
+        let before = |cell: u64| {
+            let positions = cell.saturating_mul(per_cell);
+            sweep
+                .partition
+                .map_or(positions, |shard| shard.share_of(positions))
+        };
         let cells = scenarios
             .iter()
-            .flat_map(|scenario| {
-                columns.iter().map(move |column| {
-                    Mutex::new(CellSummary::new(
+            .flat_map(|scenario| columns.iter().map(move |column| (scenario, column)))
+            .enumerate()
+            .map(|(index, (scenario, column))| {
+                let index = index as u64;
+                Mutex::new(Cell {
+                    summary: CellSummary::new(
                         scenario,
                         &column.meta.name,
                         most_effects_allowed(scenario),
-                    ))
+                    ),
+                    folded: 0,
+                    expected: before(index + 1) - before(index),
+                    elapsed: Duration::ZERO,
+                    done: false,
                 })
             })
-            .collect();
+            .collect::<Vec<Mutex<Cell>>>();
+        let tried = cells.iter().filter(|cell| lock(cell).expected > 0).count();
         Fold {
             scenarios,
             columns,
             sweep,
             cells,
+            observer,
+            done: Mutex::new(0),
+            tried,
         }
     }
 
@@ -58,7 +105,9 @@ impl<'a> Fold<'a> {
         let seed = judged.trial.seed;
         let verdict = &judged.verdict;
         let wanted = verdict.status != Status::Pass
-            && lock(&self.cells[cell]).wants(seed, verdict.status, first_seed, limit);
+            && lock(&self.cells[cell])
+                .summary
+                .wants(seed, verdict.status, first_seed, limit);
         // Building a record is the costly part: only for seeds that will keep it.
         let failure = wanted.then(|| {
             let column = &self.columns[cell % self.columns.len()];
@@ -67,11 +116,40 @@ impl<'a> Fold<'a> {
             let trace = judged.run.as_ref().map(|run| (&judged.trial, run));
             SeedFailure::new(seed, verdict.clone(), rerun, trace, self.sweep.payloads)
         });
-        let mut summary = lock(&self.cells[cell]);
-        summary.add(verdict);
-        if let Some(failure) = failure {
-            summary.keep(failure, first_seed, limit);
+        let mut state = lock(&self.cells[cell]);
+        match judged.not_run_reason() {
+            Some(reason) => state.summary.add_not_run(seed, reason, first_seed),
+            None => {
+                let dispatches = (judged.run.as_ref())
+                    .map(|run| u32::try_from(run.ledger.dispatches.len()).unwrap_or(u32::MAX));
+                state.summary.add(verdict, dispatches);
+            }
         }
+        if let Some(failure) = failure {
+            state.summary.keep(failure, first_seed, limit);
+        }
+        state.folded += 1;
+        state.elapsed += judged.elapsed;
+        // A trial that could not run ends its cell: the runner tries no more.
+        if state.done || (state.folded < state.expected && !judged.cell_blocked) {
+            return;
+        }
+        state.done = true;
+        let mut settled = state.summary.clone();
+        let elapsed = state.elapsed;
+        drop(state);
+        settled.settle();
+        let mut done = self
+            .done
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *done += 1;
+        self.observer.cell_finished(&CellDone {
+            cell: &settled,
+            elapsed,
+            done: *done,
+            cells: self.tried,
+        });
     }
 
     /// The summary of every trial folded in.
@@ -81,11 +159,12 @@ impl<'a> Fold<'a> {
             .cells
             .into_iter()
             .map(|cell| {
-                cell.into_inner()
+                (cell.into_inner())
                     .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .summary
             })
-            // A shard reports only the cells it ran; a whole run reports them all.
-            .filter(|cell| !sharded || cell.seeds_run > 0)
+            // A shard reports only the cells it tried; a whole run reports them all.
+            .filter(|cell| !sharded || cell.seeds_run > 0 || cell.not_run.is_some())
             .map(|mut cell| {
                 cell.settle();
                 cell

@@ -1,8 +1,10 @@
 //! `junit.xml` for CI: a test suite per target, a test case per (scenario,
-//! target). A failing cell is a `<failure>` whose message is the reason and
-//! the rerun command; an undecided one is an `<error>` (the harness could not
-//! judge it, which is not the target's failure). No timestamps or durations:
-//! the same run gives the same bytes.
+//! target). A failing cell is a `<failure>` whose message is its headline
+//! (every check that fired with its seeds, when several did), the first
+//! seed's reason and the rerun command; an undecided one is an `<error>` (the
+//! harness could not judge it, which is not the target's failure). Every
+//! case carries its check counts and dispatches per seed as properties. No
+//! timestamps or durations: the same run gives the same bytes.
 
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
@@ -40,16 +42,30 @@ fn test_case(summary: &Summary, cell: &CellSummary) -> TestCase {
             };
             let reason = cell.reason.as_deref().unwrap_or("no reason recorded");
             let rerun = cell.rerun.as_deref().unwrap_or("-");
-            let mut status = TestCaseStatus::non_success(kind);
-            status
-                .set_message(format!("{reason} (rerun: {rerun})"))
-                .set_type(decisive_check(reason))
-                .set_description(format!(
-                    "{}: {} of {} seeds did not pass; {} (most observed / allowed)\n{reason}\nrerun: {rerun}",
-                    verdict_label(cell),
+            let headline = cell.headline();
+            let message = if headline == reason {
+                format!("{reason} (rerun: {rerun})")
+            } else {
+                format!("{headline}; first: {reason} (rerun: {rerun})")
+            };
+            let observed = if cell.never_ran() {
+                headline.clone()
+            } else {
+                format!(
+                    "{} of {} seeds did not pass; {} (most observed / allowed); checks: {}",
                     cell.seeds_failed + cell.seeds_unknown,
                     cell.seeds_run,
                     cell.effects_text(),
+                    cell.checks_text(),
+                )
+            };
+            let mut status = TestCaseStatus::non_success(kind);
+            status
+                .set_message(message)
+                .set_type(decisive_check(reason))
+                .set_description(format!(
+                    "{}: {observed}\n{reason}\nrerun: {rerun}",
+                    verdict_label(cell),
                 ));
             status
         }
@@ -70,6 +86,16 @@ fn test_case(summary: &Summary, cell: &CellSummary) -> TestCase {
         "amplification",
         format!("{}", cell.amplification_max),
     ));
+    if !cell.checks.is_empty() {
+        case.add_property(Property::new("checks", cell.checks_text()));
+    }
+    if let Some(dispatches) = cell.dispatches.text() {
+        case.add_property(Property::new("dispatches-per-seed", dispatches));
+    }
+    if let Some(not_run) = &cell.not_run {
+        case.add_property(Property::new("seeds-not-run", not_run.seeds.to_string()));
+        case.add_property(Property::new("not-run", not_run.reason.as_str()));
+    }
     if let Some(seed) = cell.first_failing_seed.or(cell.first_unknown_seed) {
         case.add_property(Property::new("first-failing-seed", seed.to_string()));
     }

@@ -1,7 +1,9 @@
 //! `summary.md`: the run as a pull-request comment. A headline, the matrix
 //! (a row per scenario, a column per target), then every cell that did not
-//! pass with its reason and the command that replays it. GitHub-flavoured
-//! Markdown; nothing machine-specific, so a fixed run renders the same bytes.
+//! pass with every check that fired on how many seeds, its first seed's
+//! reason and the command that replays it, then the dispatches per seed of
+//! every cell. GitHub-flavoured Markdown; nothing machine-specific, so a
+//! fixed run renders the same bytes.
 
 use std::fmt::Write;
 
@@ -58,7 +60,7 @@ pub fn render(summary: &Summary) -> String {
         out.push('\n');
     }
     out.push_str(
-        "\nEach cell: the verdict, `effects X/Y` (the most side effects any one operation had / the most allowed: `2/1` is a customer charged twice; `×3` the most effects one intent had for each it was allowed), and seeds that did not pass / seeds run.\n",
+        "\nEach cell: the verdict, `effects X/Y` (the most side effects any one operation had / the most allowed: `2/1` is a customer charged twice; `×3` the most effects one intent had for each it was allowed), and seeds that did not pass / seeds run; `not run` when no trial of the cell could run.\n",
     );
 
     if let Some(matrix) = super::decisions::Matrix::of(summary) {
@@ -75,16 +77,27 @@ pub fn render(summary: &Summary) -> String {
         let _ = writeln!(out, "\n### Did not pass ({})\n", failing.len());
         for cell in failing {
             let seed = cell.first_failing_seed.or(cell.first_unknown_seed);
-            let _ = writeln!(
-                out,
-                "- **{} × {}** — {}{}: {}",
+            let seed = seed.map_or_else(|| "-".into(), |seed| seed.to_string());
+            let reason = cell.reason.as_deref().unwrap_or("no reason recorded");
+            let headline = cell.headline();
+            let name = format!(
+                "**{} × {}** — {}",
                 escape(&cell.scenario),
                 escape(&cell.target),
-                verdict_label(cell),
-                seed.map(|seed| format!(" (seed {seed})"))
-                    .unwrap_or_default(),
-                escape(cell.reason.as_deref().unwrap_or("no reason recorded")),
+                verdict_label(cell)
             );
+            if cell.never_ran() {
+                let _ = writeln!(out, "- {name}: {}", escape(&headline));
+            } else if headline == reason {
+                let _ = writeln!(out, "- {name} (seed {seed}): {}", escape(reason));
+                let _ = writeln!(out, "  - checks: {}", escape(&cell.checks_text()));
+            } else {
+                let _ = writeln!(out, "- {name}: {}", escape(&headline));
+                let _ = writeln!(out, "  - seed {seed}: {}", escape(reason));
+            }
+            if let Some(dispatches) = cell.dispatches.text() {
+                let _ = writeln!(out, "  - dispatches per seed: {}", escape(&dispatches));
+            }
             if let Some(scenario) = summary.scenario(&cell.scenario) {
                 let _ = writeln!(
                     out,
@@ -97,6 +110,24 @@ pub fn render(summary: &Summary) -> String {
                 let _ = writeln!(out, "  ```sh\n  {rerun}\n  ```");
             }
         }
+    }
+    let counted: Vec<(&CellSummary, String)> = (summary.cells.iter())
+        .filter_map(|cell| Some((cell, cell.dispatches.text()?)))
+        .collect();
+    if !counted.is_empty() {
+        out.push_str("\n<details><summary>Dispatches per seed</summary>\n\n");
+        out.push_str("The provider's dispatches in each seed run (every operation's, passing seeds too): the range, and how many seeds made each number.\n\n");
+        out.push_str("| scenario | target | dispatches |\n|---|---|---|\n");
+        for (cell, dispatches) in counted {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                escape(&cell.scenario),
+                escape(&cell.target),
+                escape(&dispatches)
+            );
+        }
+        out.push_str("\n</details>\n");
     }
     let notes = summary.expectation_notes();
     if !notes.is_empty() {
@@ -115,11 +146,9 @@ fn cell_text(cell: &CellSummary) -> String {
         Status::Unknown => "⚠️",
     };
     format!(
-        "{icon} {} · {} · {}/{} seeds",
+        "{icon} {} · {}",
         verdict_label(cell),
-        cell.effects_text(),
-        cell.seeds_failed + cell.seeds_unknown,
-        cell.seeds_run
+        escape(&cell.observed().join(" · "))
     )
 }
 

@@ -26,6 +26,7 @@ pub mod markdown;
 pub mod merge;
 pub mod record;
 pub mod table;
+pub mod tally;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -40,6 +41,7 @@ use chaos_kit::target::AfterRetention;
 
 pub use crate::sweep::Payloads;
 pub use record::SeedFailure;
+pub use tally::{CheckCount, DispatchBin, Dispatches, NotRun};
 
 /// Version of the JSON report's schema; bumped on any incompatible change.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -131,6 +133,7 @@ pub struct CellSummary {
     pub verdict: Status,
     pub safety: Status,
     pub liveness: Liveness,
+    /// Seeds whose trial ran; a trial that never ran is counted in `not_run`.
     pub seeds_run: u64,
     pub seeds_failed: u64,
     pub seeds_unknown: u64,
@@ -154,6 +157,16 @@ pub struct CellSummary {
     /// seeds: `3` is a customer charged three times for one purchase.
     #[serde(default = "one")]
     pub amplification_max: f64,
+    /// Every check that fired, with how many of the seeds run it fired on,
+    /// most specific first: the whole story, where `reason` is one seed's.
+    #[serde(default)]
+    pub checks: Vec<CheckCount>,
+    /// The provider's dispatches per seed run, passing seeds too.
+    #[serde(default)]
+    pub dispatches: Dispatches,
+    /// The trials that never ran, and why; `null` when every trial ran.
+    #[serde(default)]
+    pub not_run: Option<NotRun>,
     /// The full record of the first non-passing seeds, in seed order: the
     /// first `failures_kept_per_cell`, plus the first failing and the first
     /// undecided one when they come later.
@@ -180,13 +193,23 @@ impl CellSummary {
             effects_scenario: Some(effects_expected),
             effects_observed_max: 0,
             amplification_max: 1.0,
+            checks: Vec::new(),
+            dispatches: Dispatches::default(),
+            not_run: None,
             failures: Vec::new(),
         }
     }
 
-    /// Counts one judged seed. Its detail is kept apart, by [`Self::keep`].
-    pub fn add(&mut self, verdict: &Verdict) {
+    /// Counts one judged seed whose trial ran and made `dispatches` (none
+    /// known when the driver itself failed). Its detail is kept apart, by
+    /// [`Self::keep`].
+    pub fn add(&mut self, verdict: &Verdict, dispatches: Option<u32>) {
         self.seeds_run += 1;
+        if let Some(dispatches) = dispatches {
+            self.dispatches.add(dispatches);
+        }
+        let checks = verdict.findings.iter().map(|finding| finding.check);
+        tally::count_checks(&mut self.checks, checks.collect());
         let most_effects = verdict
             .operations
             .iter()
@@ -218,6 +241,20 @@ impl CellSummary {
         }
         self.safety = self.safety.max(verdict.safety);
         self.liveness = self.liveness.max(verdict.liveness);
+    }
+
+    /// Counts one seed whose trial never ran, for `reason`: it observed
+    /// nothing, so neither its effects nor its checks are counted, and the
+    /// cell cannot pass.
+    pub fn add_not_run(&mut self, seed: u64, reason: &str, first_seed: u64) {
+        let not_run = NotRun {
+            seeds: 1,
+            first_seed: seed,
+            reason: reason.to_owned(),
+        };
+        NotRun::absorb(&mut self.not_run, not_run, first_seed);
+        self.safety = self.safety.max(Status::Unknown);
+        self.liveness = self.liveness.max(Liveness::Unknown);
     }
 
     /// Whether the detail of a non-passing `seed` would be kept; lets a runner
@@ -270,6 +307,11 @@ impl CellSummary {
         self.effects_scenario = self.effects_scenario.max(other.effects_scenario);
         self.effects_observed_max = self.effects_observed_max.max(other.effects_observed_max);
         self.amplification_max = self.amplification_max.max(other.amplification_max);
+        tally::absorb_checks(&mut self.checks, other.checks);
+        self.dispatches.absorb(other.dispatches);
+        if let Some(not_run) = other.not_run {
+            NotRun::absorb(&mut self.not_run, not_run, first_seed);
+        }
         self.safety = self.safety.max(other.safety);
         self.liveness = self.liveness.max(other.liveness);
         for failure in other.failures {
@@ -283,7 +325,7 @@ impl CellSummary {
     pub fn settle(&mut self) {
         self.verdict = if self.seeds_failed > 0 {
             Status::Fail
-        } else if self.seeds_unknown > 0 || self.seeds_run == 0 {
+        } else if self.seeds_unknown > 0 || self.seeds_run == 0 || self.not_run.is_some() {
             Status::Unknown
         } else {
             Status::Pass
@@ -447,6 +489,59 @@ impl CellSummary {
             self.amplification_max,
         )
     }
+
+    /// Whether no trial of the cell ran: then it observed nothing, and its
+    /// effects and seeds would read as if it had.
+    pub fn never_ran(&self) -> bool {
+        self.seeds_run == 0 && self.not_run.is_some()
+    }
+
+    /// `3/40 seeds` (did not pass / ran), with `, 2 not run` when some never ran.
+    pub fn seeds_text(&self) -> String {
+        let mut text = format!(
+            "{}/{} seeds",
+            self.seeds_failed + self.seeds_unknown,
+            self.seeds_run
+        );
+        if let Some(not_run) = &self.not_run {
+            text.push_str(&format!(", {} not run", not_run.seeds));
+        }
+        text
+    }
+
+    /// What the cell observed, in the matrix: `not run: <reason>` when no
+    /// trial ran, else its effects and its seeds.
+    pub fn observed(&self) -> Vec<String> {
+        match &self.not_run {
+            Some(not_run) if self.seeds_run == 0 => vec![not_run.text()],
+            _ => vec![self.effects_text(), self.seeds_text()],
+        }
+    }
+
+    /// `duplicate-effect 29/40, stale-applied 40/40`: every check that fired.
+    pub fn checks_text(&self) -> String {
+        tally::checks_text(&self.checks, self.seeds_run)
+    }
+
+    /// One line on why the cell did not pass: every check that fired with
+    /// its seeds when there are several (the first seed's reason alone hid
+    /// the others), the reason when one check says it all, or why nothing ran.
+    pub fn headline(&self) -> String {
+        if self.never_ran() {
+            return self.not_run.as_ref().map(NotRun::text).unwrap_or_default();
+        }
+        let mut line = if self.checks.len() > 1 {
+            self.checks_text()
+        } else {
+            self.reason
+                .clone()
+                .unwrap_or_else(|| "no reason recorded".into())
+        };
+        if let Some(not_run) = &self.not_run {
+            line.push_str(&format!("; {} seed(s) {}", not_run.seeds, not_run.text()));
+        }
+        line
+    }
 }
 
 impl CellSummary {
@@ -561,7 +656,7 @@ pub fn write(summary: &Summary, dir: &Path, formats: &[Format]) -> io::Result<Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::Verdict;
+    use crate::check::{Check, Verdict};
 
     fn failure(seed: u64, status: Status) -> SeedFailure {
         let mut verdict = Verdict::unknown(format!("seed {seed}"));
@@ -596,6 +691,124 @@ mod tests {
         cell.settle();
         assert_eq!(cell.first_failing_seed, Some(12));
         cell.failures.iter().map(|failure| failure.seed).collect()
+    }
+
+    fn verdict(status: Status, checks: &[Check]) -> Verdict {
+        let mut verdict = Verdict::unknown(String::new());
+        verdict.status = status;
+        verdict.findings = checks
+            .iter()
+            .map(|&check| crate::check::Finding {
+                check,
+                operation: None,
+                message: format!("{check} happened"),
+            })
+            .collect();
+        verdict
+    }
+
+    fn cell() -> CellSummary {
+        let scenario = Scenario::parse(
+            Path::new("scenarios/x.toml"),
+            "test = \"lost-response\"\ndescription = \"x\"\n[provider]\nprofile = \"keyed\"\n[[call]]\noperation = \"a\"\n",
+        )
+        .unwrap();
+        CellSummary::new(&scenario, "t", 1)
+    }
+
+    /// Issue 14, item 5: with several checks firing, the headline says each
+    /// with its seeds, not the first seed's reason alone; passing seeds count
+    /// their dispatches too.
+    #[test]
+    fn a_cell_tells_every_check_and_the_dispatches_of_every_seed() {
+        let mut cell = cell();
+        let seeds = [
+            (
+                Status::Fail,
+                vec![Check::StaleApplied, Check::DuplicateEffect],
+                2,
+            ),
+            (Status::Fail, vec![Check::StaleApplied], 1),
+            (Status::Pass, vec![], 1),
+            (
+                Status::Fail,
+                vec![Check::StaleApplied, Check::DuplicateEffect],
+                2,
+            ),
+        ];
+        for (seed, (status, checks, dispatches)) in seeds.into_iter().enumerate() {
+            let verdict = verdict(status, &checks);
+            cell.add(&verdict, Some(dispatches));
+            if status != Status::Pass {
+                cell.keep(
+                    SeedFailure::new(
+                        seed as u64,
+                        verdict,
+                        "rerun".into(),
+                        None,
+                        Payloads::Redacted,
+                    ),
+                    0,
+                    5,
+                );
+            }
+        }
+        cell.settle();
+        assert_eq!(cell.verdict, Status::Fail);
+        assert_eq!(cell.headline(), "stale-applied 3/4, duplicate-effect 2/4");
+        assert_eq!(
+            cell.reason.as_deref(),
+            Some("stale-applied: stale-applied happened")
+        );
+        assert_eq!(
+            cell.dispatches.text().unwrap(),
+            "1..2 (1: 2 seeds, 2: 2 seeds)"
+        );
+
+        // One check: its reason says it all.
+        let mut single = self::cell();
+        let verdict = verdict(Status::Fail, &[Check::DuplicateEffect]);
+        single.add(&verdict, Some(2));
+        single.keep(
+            SeedFailure::new(0, verdict, "rerun".into(), None, Payloads::Redacted),
+            0,
+            5,
+        );
+        single.settle();
+        assert_eq!(
+            single.headline(),
+            "duplicate-effect: duplicate-effect happened"
+        );
+        assert_eq!(single.checks_text(), "duplicate-effect 1/1");
+    }
+
+    /// Issue 14, item 6: a cell whose trials never ran says so, counts no
+    /// seed as run, and cannot pass; safety is not claimed either.
+    #[test]
+    fn a_cell_that_never_ran_says_not_run_and_why() {
+        let mut cell = cell();
+        cell.add_not_run(0, "target 't' did not answer GET /healthz\nits stderr", 0);
+        cell.settle();
+        assert_eq!(cell.seeds_run, 0);
+        assert_eq!(cell.verdict, Status::Unknown);
+        assert_eq!(cell.safety, Status::Unknown);
+        assert!(cell.never_ran());
+        assert_eq!(
+            cell.observed(),
+            ["not run: target 't' did not answer GET /healthz"]
+        );
+        assert_eq!(
+            cell.headline(),
+            "not run: target 't' did not answer GET /healthz"
+        );
+
+        // Some seeds ran before the rest could not: both are said.
+        let mut partly = self::cell();
+        partly.add(&verdict(Status::Pass, &[]), Some(1));
+        partly.add_not_run(1, "exited before it was ready", 0);
+        partly.settle();
+        assert_eq!(partly.verdict, Status::Unknown);
+        assert_eq!(partly.observed(), ["effects 0/1", "0/1 seeds, 1 not run"]);
     }
 
     /// Issue #4, item 5: which failing seeds keep their record depends only on

@@ -1,5 +1,8 @@
 //! The terminal matrix: a row per scenario, a column per target; each cell the
-//! verdict, the effects observed against those expected, and seeds failed / run.
+//! verdict, the effects observed against those expected, and seeds failed / run
+//! (or `not run: <reason>` when no trial of it ran). Under it, the footer: for
+//! every cell that did not pass, every check that fired with its seeds, and
+//! the dispatches per seed.
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, Color, ContentArrangement, Table};
@@ -42,14 +45,10 @@ pub fn render(summary: &Summary, color: bool) -> String {
 }
 
 fn render_cell(cell: &CellSummary, color: bool) -> Cell {
-    let verdict = verdict_label(cell);
-    let non_passing = cell.seeds_failed + cell.seeds_unknown;
-    let text = format!(
-        "{verdict}\n{}\n{non_passing}/{} seeds",
-        cell.effects_text(),
-        cell.seeds_run
-    );
-    let rendered = Cell::new(text);
+    let mut lines = vec![verdict_label(cell).to_owned()];
+    // A reason can be a paragraph: the matrix shows its start, the footer all of it.
+    lines.extend(cell.observed().into_iter().map(|line| shorten(&line, 40)));
+    let rendered = Cell::new(lines.join("\n"));
     if !color {
         return rendered;
     }
@@ -60,26 +59,62 @@ fn render_cell(cell: &CellSummary, color: bool) -> Cell {
     })
 }
 
-/// The lines under the table: for every cell that did not pass, its reason and
-/// the command that replays it.
+/// `text` on one line, cut to `width` characters with an ellipsis.
+fn shorten(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    let mut short: String = text.chars().take(width - 1).collect();
+    short.push('…');
+    short
+}
+
+/// The lines under the table: for every cell that did not pass, the checks
+/// that fired on how many seeds (or why it never ran), the first such seed's
+/// reason, the dispatches per seed, and the command that replays it.
 pub fn render_failures(summary: &Summary) -> String {
     let mut out = String::new();
     for cell in &summary.cells {
         if cell.verdict == Status::Pass {
             continue;
         }
+        let verdict = match cell.verdict {
+            Status::Fail => "FAIL",
+            _ => "UNKNOWN",
+        };
         let seed = cell.first_failing_seed.or(cell.first_unknown_seed);
-        out.push_str(&format!(
-            "{} {} x {} (seed {}): {}\n",
-            match cell.verdict {
-                Status::Fail => "FAIL",
-                _ => "UNKNOWN",
-            },
-            cell.scenario,
-            cell.target,
-            seed.map_or_else(|| "-".into(), |seed| seed.to_string()),
-            cell.reason.as_deref().unwrap_or("no reason recorded"),
-        ));
+        let seed = seed.map_or_else(|| "-".into(), |seed| seed.to_string());
+        let reason = cell.reason.as_deref().unwrap_or("no reason recorded");
+        let headline = cell.headline();
+        if cell.never_ran() {
+            out.push_str(&format!(
+                "{verdict} {} x {}: {headline}\n",
+                cell.scenario, cell.target
+            ));
+            // The whole reason: the headline has its first line only.
+            if let Some(not_run) = &cell.not_run {
+                for line in not_run.reason.lines().skip(1) {
+                    out.push_str(&format!("    {line}\n"));
+                }
+            }
+        } else if headline == reason {
+            // One check says it all: the reason heads, its count follows.
+            out.push_str(&format!(
+                "{verdict} {} x {} (seed {seed}): {reason}\n",
+                cell.scenario, cell.target
+            ));
+            out.push_str(&format!("    checks: {}\n", cell.checks_text()));
+        } else {
+            // Several: their counts head, the first seed's reason follows.
+            out.push_str(&format!(
+                "{verdict} {} x {}: {headline}\n",
+                cell.scenario, cell.target
+            ));
+            out.push_str(&format!("    seed {seed}: {reason}\n"));
+        }
+        if let Some(dispatches) = cell.dispatches.text() {
+            out.push_str(&format!("    dispatches per seed: {dispatches}\n"));
+        }
         // The claim that broke, as the scenario states it.
         if let Some(scenario) = summary.scenario(&cell.scenario) {
             out.push_str(&format!(

@@ -62,8 +62,12 @@ struct MatrixRow {
 struct MatrixCell {
     class: &'static str,
     verdict: &'static str,
+    /// The effects, or `not run: <reason>` when no trial ran.
     effects: String,
+    /// Seeds that did not pass / run; empty when no trial ran.
     seeds: String,
+    /// Dispatches per seed, on hover.
+    title: String,
     anchor: Option<String>,
 }
 
@@ -74,9 +78,15 @@ struct Case {
     target: String,
     class: &'static str,
     verdict: &'static str,
-    reason: String,
+    /// Every check that fired with its seeds when several did, else the reason.
+    headline: String,
+    /// The first failing (or undecided) seed's reason, when the headline is not it.
+    reason: Option<String>,
     rerun: String,
     counts: String,
+    /// `duplicate-effect 29/40, ...`; empty when no trial ran.
+    checks: String,
+    dispatches: Option<String>,
     /// The claim that broke: the scenario's invariant, at its boundary.
     invariant: String,
     /// Why the cell allows more effects than its scenario file, if it does.
@@ -185,19 +195,21 @@ fn page(summary: &Summary) -> Page {
                 .targets
                 .iter()
                 .map(|target| {
-                    summary
-                        .cell(&scenario.name, &target.name)
-                        .map(|cell| MatrixCell {
+                    summary.cell(&scenario.name, &target.name).map(|cell| {
+                        let mut observed = cell.observed().into_iter();
+                        MatrixCell {
                             class: status_class(cell.verdict),
                             verdict: verdict_label(cell),
-                            effects: cell.effects_text(),
-                            seeds: format!(
-                                "{}/{} seeds",
-                                cell.seeds_failed + cell.seeds_unknown,
-                                cell.seeds_run
-                            ),
+                            effects: observed.next().unwrap_or_default(),
+                            seeds: observed.next().unwrap_or_default(),
+                            title: cell
+                                .dispatches
+                                .text()
+                                .map(|text| format!("dispatches per seed: {text}"))
+                                .unwrap_or_default(),
                             anchor: (cell.verdict != Status::Pass).then(|| anchor(cell)),
-                        })
+                        }
+                    })
                 })
                 .collect();
             MatrixRow {
@@ -226,14 +238,32 @@ fn page(summary: &Summary) -> Page {
             target: cell.target.clone(),
             class: status_class(cell.verdict),
             verdict: verdict_label(cell),
-            reason: cell.reason.clone().unwrap_or_default(),
+            headline: cell.headline(),
+            reason: cell
+                .reason
+                .clone()
+                .filter(|reason| *reason != cell.headline()),
             rerun: cell.rerun.clone().unwrap_or_default(),
-            counts: format!(
-                "{} of {} seeds did not pass; {} (most observed / allowed)",
-                cell.seeds_failed + cell.seeds_unknown,
-                cell.seeds_run,
-                cell.effects_text()
-            ),
+            counts: if cell.never_ran() {
+                cell.not_run
+                    .as_ref()
+                    .map(|not_run| {
+                        format!(
+                            "{} trial(s) could not run: {}",
+                            not_run.seeds, not_run.reason
+                        )
+                    })
+                    .unwrap_or_default()
+            } else {
+                format!(
+                    "{} of {} seeds did not pass; {} (most observed / allowed)",
+                    cell.seeds_failed + cell.seeds_unknown,
+                    cell.seeds_run,
+                    cell.effects_text()
+                )
+            },
+            checks: cell.checks_text(),
+            dispatches: cell.dispatches.text(),
             invariant: summary
                 .scenario(&cell.scenario)
                 .map(|scenario| format!("{} ({})", scenario.invariant, scenario.boundary))
