@@ -52,12 +52,14 @@ fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
 }
 
-/// The names of `scenarios/*.toml`, sorted.
+/// The names of `scenarios/*.toml`, sorted by name.
 fn current_scenarios() -> Vec<String> {
-    common::all_scenarios()
+    let mut names: Vec<String> = common::all_scenarios()
         .into_iter()
         .map(|scenario| scenario.name)
-        .collect()
+        .collect();
+    names.sort();
+    names
 }
 
 const REGENERATE: &str = "reports/libraries/regenerate";
