@@ -14,6 +14,7 @@
 //!
 //! [env]                               # optional: added to the CHAOS_* variables
 //! DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/test"
+//! IDEMPOTENCY_TTL_SECONDS = "{retention.seconds}"   # run facts: see [`Fact`]
 //!
 //! [status]                            # optional: overrides of the status mapping
 //! 417 = "conflict"
@@ -63,7 +64,9 @@ pub struct TargetFile {
     pub fresh_process: bool,
     /// How many trials may run at once, each on a process of its own.
     pub parallel: usize,
-    pub env: BTreeMap<String, String>,
+    /// Added to the `CHAOS_*` variables, each filled in with the run's facts
+    /// at every launch.
+    pub env: BTreeMap<String, EnvValue>,
     /// Status overrides for answers whose body names no outcome.
     pub status: BTreeMap<u16, Outcome>,
     pub(crate) retention: Option<Retention>,
@@ -171,7 +174,7 @@ struct File {
     #[serde(default)]
     parallel: Option<Spanned<i64>>,
     #[serde(default)]
-    env: Option<Spanned<BTreeMap<String, String>>>,
+    env: Option<Spanned<BTreeMap<String, Spanned<String>>>>,
     #[serde(default)]
     status: Option<Spanned<BTreeMap<String, Outcome>>>,
     #[serde(default)]
@@ -309,7 +312,29 @@ impl File {
                         ),
                     ));
                 }
-                env
+                let mut values = BTreeMap::new();
+                for (name, value) in env {
+                    let span = value.span();
+                    let value = EnvValue::parse(value.get_ref()).map_err(|message| {
+                        error_at(span.clone(), format!("env.{name}: {message}"))
+                    })?;
+                    if let Some(fact) = value.needs_retention() {
+                        let Some(retention) = &self.retention else {
+                            return Err(error_at(
+                                span,
+                                format!("env.{name}: {{{}}} is the period in [retention], and this file has none; add [retention] or remove the placeholder", fact.name()),
+                            ));
+                        };
+                        if fact == Fact::RetentionSeconds && retention.period.subsec_nanos() != 0 {
+                            return Err(error_at(
+                                span,
+                                format!("env.{name}: {{retention.seconds}} needs a period of whole seconds, and [retention] period is {}; use {{retention.ms}}", humantime::format_duration(retention.period)),
+                            ));
+                        }
+                    }
+                    values.insert(name, value);
+                }
+                values
             }
             None => BTreeMap::new(),
         };
@@ -394,6 +419,192 @@ impl File {
             }),
             effects,
         })
+    }
+}
+
+// ---- [env] values and the run's facts -------------------------------------
+
+/// A run fact an `[env]` value may use, as `{name}`: what a library reads
+/// under its own name (a TTL in seconds, a data directory, a port), so its
+/// target file needs no shell wrapper (issue 13). Each is also a `CHAOS_*`
+/// variable, in the protocol's own unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fact {
+    /// The target's retention for this run in whole seconds (the declared
+    /// period, or the shortened one of a live clock jump); needs `[retention]`.
+    RetentionSeconds,
+    /// The same in milliseconds (`CHAOS_RETENTION_MS`).
+    RetentionMs,
+    /// The trial's durable directory (`CHAOS_STATE_DIR`).
+    StateDir,
+    /// Where to listen: `127.0.0.1:PORT` (`CHAOS_LISTEN_ADDR`), and its parts.
+    ListenAddr,
+    ListenHost,
+    ListenPort,
+    /// `http://127.0.0.1:PORT` of the provider and of the authority.
+    ProviderUrl,
+    AuthorityUrl,
+    /// How long one upstream call may take (`CHAOS_UPSTREAM_TIMEOUT_MS`), in
+    /// milliseconds and in seconds (a decimal, e.g. `0.5`).
+    UpstreamTimeoutMs,
+    UpstreamTimeoutSeconds,
+}
+
+impl Fact {
+    pub const ALL: [Fact; 10] = [
+        Fact::RetentionSeconds,
+        Fact::RetentionMs,
+        Fact::StateDir,
+        Fact::ListenAddr,
+        Fact::ListenHost,
+        Fact::ListenPort,
+        Fact::ProviderUrl,
+        Fact::AuthorityUrl,
+        Fact::UpstreamTimeoutMs,
+        Fact::UpstreamTimeoutSeconds,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fact::RetentionSeconds => "retention.seconds",
+            Fact::RetentionMs => "retention.ms",
+            Fact::StateDir => "state_dir",
+            Fact::ListenAddr => "listen.addr",
+            Fact::ListenHost => "listen.host",
+            Fact::ListenPort => "listen.port",
+            Fact::ProviderUrl => "provider.url",
+            Fact::AuthorityUrl => "authority.url",
+            Fact::UpstreamTimeoutMs => "upstream_timeout.ms",
+            Fact::UpstreamTimeoutSeconds => "upstream_timeout.seconds",
+        }
+    }
+
+    fn value(self, facts: &RunFacts<'_>) -> String {
+        let (host, port) = facts
+            .listen_addr
+            .rsplit_once(':')
+            .unwrap_or((facts.listen_addr, ""));
+        match self {
+            // Rounded up: the live periods are whole seconds, and a declared
+            // one must be (checked when the file is read).
+            Fact::RetentionSeconds => facts
+                .retention
+                .map(|period| period.as_millis().div_ceil(1000).to_string())
+                .unwrap_or_default(),
+            Fact::RetentionMs => facts
+                .retention
+                .map(|period| period.as_millis().to_string())
+                .unwrap_or_default(),
+            Fact::StateDir => facts.state_dir.display().to_string(),
+            Fact::ListenAddr => facts.listen_addr.to_owned(),
+            Fact::ListenHost => host.to_owned(),
+            Fact::ListenPort => port.to_owned(),
+            Fact::ProviderUrl => facts.provider_url.to_owned(),
+            Fact::AuthorityUrl => facts.authority_url.to_owned(),
+            Fact::UpstreamTimeoutMs => facts.upstream_timeout.as_millis().to_string(),
+            Fact::UpstreamTimeoutSeconds => {
+                format!("{}", facts.upstream_timeout.as_secs_f64())
+            }
+        }
+    }
+}
+
+/// The facts of one launch of the target, for its `[env]` values.
+#[derive(Debug, Clone)]
+pub(crate) struct RunFacts<'a> {
+    pub listen_addr: &'a str,
+    pub provider_url: &'a str,
+    pub authority_url: &'a str,
+    pub state_dir: &'a Path,
+    /// The target's retention in force, when the file declares one.
+    pub retention: Option<Duration>,
+    pub upstream_timeout: Duration,
+}
+
+/// An `[env]` value: text with `{fact}` placeholders (`{{` and `}}` for a
+/// literal brace), checked when the file is read and filled in at launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvValue(Vec<Piece>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Text(String),
+    Fact(Fact),
+}
+
+impl EnvValue {
+    /// Reads `text`; the error names the bad placeholder and the choices.
+    fn parse(text: &str) -> Result<EnvValue, String> {
+        let mut pieces = Vec::new();
+        let mut literal = String::new();
+        let mut rest = text;
+        while let Some(at) = rest.find(['{', '}']) {
+            literal.push_str(&rest[..at]);
+            let tail = &rest[at..];
+            if let Some(after) = tail.strip_prefix("{{") {
+                literal.push('{');
+                rest = after;
+            } else if let Some(after) = tail.strip_prefix("}}") {
+                literal.push('}');
+                rest = after;
+            } else if tail.starts_with('}') {
+                return Err(format!(
+                    "a lone '}}' in \"{text}\"; write '}}}}' for a literal brace"
+                ));
+            } else {
+                let Some(end) = tail.find('}') else {
+                    return Err(format!(
+                        "'{{' opens a placeholder that never closes in \"{text}\"; write '{{{{' for a literal brace"
+                    ));
+                };
+                let name = &tail[1..end];
+                let Some(fact) = Fact::ALL.into_iter().find(|fact| fact.name() == name) else {
+                    return Err(format!(
+                        "unknown placeholder '{{{name}}}'. Choose from: {}",
+                        Fact::ALL
+                            .iter()
+                            .map(|fact| format!("{{{}}}", fact.name()))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                };
+                if !literal.is_empty() {
+                    pieces.push(Piece::Text(std::mem::take(&mut literal)));
+                }
+                pieces.push(Piece::Fact(fact));
+                rest = &tail[end + 1..];
+            }
+        }
+        literal.push_str(rest);
+        if !literal.is_empty() {
+            pieces.push(Piece::Text(literal));
+        }
+        Ok(EnvValue(pieces))
+    }
+
+    /// A value with no placeholders, as written.
+    #[cfg(test)]
+    pub(crate) fn literal(text: &str) -> EnvValue {
+        EnvValue(vec![Piece::Text(text.to_owned())])
+    }
+
+    /// The first retention fact used, if any: those need `[retention]`.
+    fn needs_retention(&self) -> Option<Fact> {
+        self.0.iter().find_map(|piece| match piece {
+            Piece::Fact(fact @ (Fact::RetentionSeconds | Fact::RetentionMs)) => Some(*fact),
+            _ => None,
+        })
+    }
+
+    /// The value for one launch.
+    pub(crate) fn expand(&self, facts: &RunFacts<'_>) -> String {
+        self.0
+            .iter()
+            .map(|piece| match piece {
+                Piece::Text(text) => text.clone(),
+                Piece::Fact(fact) => fact.value(facts),
+            })
+            .collect()
     }
 }
 
@@ -630,5 +841,100 @@ command = ["python3", "server.py"]
                 "{query}: {message}"
             );
         }
+    }
+
+    fn facts(state: &Path) -> RunFacts<'_> {
+        RunFacts {
+            listen_addr: "127.0.0.1:41873",
+            provider_url: "http://127.0.0.1:41869",
+            authority_url: "http://127.0.0.1:41871",
+            state_dir: state,
+            retention: Some(Duration::from_secs(3)),
+            upstream_timeout: Duration::from_millis(500),
+        }
+    }
+
+    // guards: a library reading its TTL in seconds, or its data directory
+    // under its own name, needed a `bash -c` wrapper (issue 13, item 5)
+    #[test]
+    fn env_values_take_the_run_facts() {
+        let file = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[env]\nTTL = \"{{retention.seconds}}\"\nTTL_MS = \"{{retention.ms}}\"\nDB = \"{{state_dir}}/outbox.db\"\nBIND = \"--host={{listen.host}} --port={{listen.port}}\"\nADDR = \"{{listen.addr}}\"\nUP = \"{{provider.url}} {{authority.url}}\"\nTIMEOUT = \"{{upstream_timeout.seconds}}s {{upstream_timeout.ms}}ms\"\nJSON = \"{{{{\\\"a\\\": 1}}}}\"\n[retention]\nperiod = \"24h\"\nafter = \"new-operation\"\n"
+        ))
+        .unwrap();
+        let state = Path::new("/tmp/trial/state");
+        let facts = facts(state);
+        let value = |name: &str| file.env[name].expand(&facts);
+        assert_eq!(value("TTL"), "3");
+        assert_eq!(value("TTL_MS"), "3000");
+        assert_eq!(value("DB"), "/tmp/trial/state/outbox.db");
+        assert_eq!(value("BIND"), "--host=127.0.0.1 --port=41873");
+        assert_eq!(value("ADDR"), "127.0.0.1:41873");
+        assert_eq!(value("UP"), "http://127.0.0.1:41869 http://127.0.0.1:41871");
+        assert_eq!(value("TIMEOUT"), "0.5s 500ms");
+        assert_eq!(value("JSON"), "{\"a\": 1}");
+    }
+
+    #[test]
+    fn an_unknown_placeholder_names_file_line_and_choices() {
+        let message = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[env]\nOK = \"1\"\nTTL = \"{{retention.secs}}\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            message.starts_with("targets/example/target.toml:6:"),
+            "{message}"
+        );
+        assert!(message.contains("env.TTL"), "{message}");
+        assert!(
+            message.contains("unknown placeholder '{retention.secs}'. Choose from: {retention.seconds}, {retention.ms}, {state_dir}"),
+            "{message}"
+        );
+        for (bad, says) in [("{state_dir", "never closes"), ("a}b", "lone '}'")] {
+            let message = parse(&format!("name = \"a\"\n{MINIMAL}[env]\nX = \"{bad}\"\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(message.contains(says), "{bad}: {message}");
+        }
+    }
+
+    #[test]
+    fn retention_placeholders_need_a_declared_retention() {
+        let message = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[env]\nTTL = \"{{retention.seconds}}\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(message.contains("this file has none"), "{message}");
+        let message = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[env]\nTTL = \"{{retention.seconds}}\"\n[retention]\nperiod = \"1500ms\"\nafter = \"refuse\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(message.contains("whole seconds"), "{message}");
+        // Milliseconds take any period.
+        parse(&format!(
+            "name = \"a\"\n{MINIMAL}[env]\nTTL = \"{{retention.ms}}\"\n[retention]\nperiod = \"1500ms\"\nafter = \"refuse\"\n"
+        ))
+        .unwrap();
+    }
+
+    #[test]
+    fn env_values_without_placeholders_are_kept_as_written() {
+        let file = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[env]\nURL = \"postgresql://postgres@127.0.0.1:5432/test\"\nEMPTY = \"\"\n"
+        ))
+        .unwrap();
+        let facts = facts(Path::new("/s"));
+        assert_eq!(
+            file.env["URL"].expand(&facts),
+            "postgresql://postgres@127.0.0.1:5432/test"
+        );
+        assert_eq!(
+            file.env["URL"],
+            EnvValue::literal("postgresql://postgres@127.0.0.1:5432/test")
+        );
+        assert_eq!(file.env["EMPTY"].expand(&facts), "");
     }
 }

@@ -50,7 +50,7 @@ use crate::roles::nemesis::{Crashes, Due};
 use crate::roles::Cast;
 use crate::scenario::{Boundary, Scenario};
 use crate::sweep::Transport;
-use crate::target_file::TargetFile;
+use crate::target_file::{RunFacts, TargetFile};
 use crate::trial::{Concurrency, Driver, Run};
 pub(crate) use error::{Error, Result};
 use launch::{describe_exit, Launch, TargetProcess};
@@ -752,11 +752,19 @@ fn launch(
             retention.as_millis().to_string(),
         ));
     }
+    let facts = RunFacts {
+        listen_addr: target_addr,
+        provider_url: &format!("http://{provider_addr}"),
+        authority_url: &format!("http://{authority_addr}"),
+        state_dir: &state,
+        retention: time.target_retention,
+        upstream_timeout: trial.timing.upstream_timeout,
+    };
     env.extend(
         target
             .env
             .iter()
-            .map(|(name, value)| (name.clone(), value.clone())),
+            .map(|(name, value)| (name.clone(), value.expand(&facts))),
     );
     Launch {
         command: target.command.clone(),
