@@ -80,7 +80,7 @@ pub fn sim_targets() -> Vec<SimTarget> {
 }
 
 /// The authorization lab's `gate` and its variants (`baseline`, one
-/// `gate-no-*` per control). Named by a run, never in the default sweep nor
+/// `gate-no-*` per control, then one weakened past what the lab tests). Named by a run, never in the default sweep nor
 /// in [`sim_targets`]: they are authorization boundaries, not idempotency
 /// layers, and are judged on `scenarios/authorization/` only.
 pub fn gate_targets() -> Vec<SimTarget> {
@@ -102,6 +102,10 @@ pub fn gate_targets() -> Vec<SimTarget> {
         gate_variant!("gate-no-tenant"),
         gate_variant!("gate-no-approval"),
         gate_variant!("gate"),
+        gate_variant!("gate-reuses-approval"),
+        gate_variant!("gate-ignores-expiry"),
+        gate_variant!("gate-checks-once"),
+        gate_variant!("gate-trusts-header"),
     ];
     debug_assert_eq!(targets.len(), target_gate::variants().len());
     targets
@@ -252,7 +256,7 @@ mod tests {
         let error = find("ledgr").unwrap_err();
         assert_eq!(
             error.to_string(),
-            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure, baseline, gate-no-identity, gate-no-scope, gate-no-tenant, gate-no-approval, gate"
+            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure, baseline, gate-no-identity, gate-no-scope, gate-no-tenant, gate-no-approval, gate, gate-reuses-approval, gate-ignores-expiry, gate-checks-once, gate-trusts-header"
         );
     }
 }

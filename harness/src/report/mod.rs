@@ -81,6 +81,10 @@ pub struct ScenarioMeta {
     /// Where its effects are counted.
     #[serde(default = "accepted_request")]
     pub boundary: Boundary,
+    /// Where it sits in a threat taxonomy (`atlas:AML.T0051.001`); left
+    /// out when it has none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
 }
 
 fn accepted_request() -> Boundary {
@@ -337,6 +341,7 @@ impl Summary {
                     description: scenario.description.clone(),
                     invariant: scenario.claim.invariant.clone(),
                     boundary: scenario.claim.boundary,
+                    tags: scenario.tags.clone(),
                 })
                 .collect(),
             targets,

@@ -40,6 +40,11 @@ pub(super) fn write(scenario: &Scenario) -> String {
         description: scenario.description.clone(),
         invariant: Some(scenario.claim.invariant.clone()),
         boundary: Some(scenario.claim.boundary),
+        tags: scenario
+            .tags
+            .iter()
+            .map(|tag| Spanned::new(nowhere(), tag.clone()))
+            .collect(),
         provider: Some(ProviderFile {
             profile: provider.profile,
             retention: provider.retention,
@@ -93,6 +98,7 @@ pub(super) fn write(scenario: &Scenario) -> String {
                         tool: call.tool.clone(),
                         decision: call.decision,
                         arguments: call.arguments.clone(),
+                        headers: call.headers.clone(),
                     },
                 )
             })
@@ -128,6 +134,9 @@ struct ScenarioFile {
     invariant: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     boundary: Option<Boundary>,
+    /// `namespace:value` each: where the scenario sits in a threat taxonomy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    tags: Vec<Spanned<String>>,
     /// Optional only for a scenario whose effects are database rows.
     #[serde(default)]
     provider: Option<ProviderFile>,
@@ -310,6 +319,8 @@ struct CallFile {
     decision: Option<Decision>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     arguments: Option<Arguments>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    headers: BTreeMap<String, String>,
 }
 
 fn default_subagents() -> u32 {
@@ -508,6 +519,14 @@ impl ScenarioFile {
             }
         }
 
+        for (index, spanned) in self.tags.iter().enumerate() {
+            let tag = spanned.get_ref().as_str();
+            let earlier = self.tags[..index].iter().map(|tag| tag.get_ref().as_str());
+            super::tag::check(tag, index, earlier)
+                .map_err(|message| error_at(spanned.span(), message))?;
+        }
+        let tags: Vec<String> = self.tags.into_iter().map(Spanned::into_inner).collect();
+
         let fixture = match (self.fixture, self.test == TestKind::Authorization) {
             (Some(spanned), true) => {
                 let span = spanned.span();
@@ -634,6 +653,18 @@ impl ScenarioFile {
                 }
                 (None, None, None) => {}
             }
+            if !call.headers.is_empty() && !authorization {
+                return Err(error_at(
+                    span,
+                    "[call.headers] belong to test = \"authorization\", whose calls carry what a client may forge; remove them".into(),
+                ));
+            }
+            let mut headers = BTreeMap::new();
+            for (name, value) in call.headers {
+                super::fixture::check_header(&name, &value)
+                    .map_err(|message| error_at(span.clone(), message))?;
+                headers.insert(name.to_ascii_lowercase(), value);
+            }
             if let Some(tool) = &call.tool {
                 if tool.is_empty() || !tool.bytes().all(is_token_byte) {
                     return Err(error_at(
@@ -667,6 +698,7 @@ impl ScenarioFile {
                 tool: call.tool,
                 decision: call.decision,
                 arguments: call.arguments,
+                headers,
             });
         }
         if faults.iter().any(|fault| fault.drifts()) && self.workload.free_text_field.is_none() {
@@ -739,6 +771,7 @@ impl ScenarioFile {
             test: self.test,
             description: self.description.trim().to_owned(),
             claim,
+            tags,
             provider,
             operations: setups,
             network: NetworkSetup {

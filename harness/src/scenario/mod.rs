@@ -17,12 +17,14 @@ use crate::input::{self, FileError};
 
 mod file;
 mod fixture;
+mod tag;
 
 pub use file::{
     MAX_ATTEMPTS, MAX_CALLS, MAX_CONCURRENCY, MAX_FAULTS, MAX_FILE_BYTES, MAX_NAME_BYTES,
     MAX_SUBAGENTS, MAX_TEXT_BYTES, MAX_TOTAL_ATTEMPTS,
 };
 pub use fixture::{Approval, Arguments, Decision, Fixture, TOOLS};
+pub use tag::MAX_TAGS;
 
 /// Which of the six tests (or an explored schedule) a scenario belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -228,6 +230,9 @@ pub struct Scenario {
     pub test: TestKind,
     pub description: String,
     pub claim: Claim,
+    /// Where it sits in a threat taxonomy, `namespace:value` each
+    /// (`atlas:AML.T0051.001`, `owasp:LLM06`), in the file's order.
+    pub tags: Vec<String>,
     pub provider: ProviderSetup,
     pub network: NetworkSetup,
     pub workload: Workload,
@@ -321,6 +326,9 @@ pub struct Call {
     pub decision: Option<Decision>,
     /// Authorization: the model's arguments, sent as they are.
     pub arguments: Option<Arguments>,
+    /// Authorization: headers the client adds to every attempt (a forged
+    /// `X-Tenant`), lower-case names, untrusted like the arguments.
+    pub headers: BTreeMap<String, String>,
 }
 
 impl Call {
@@ -601,6 +609,34 @@ operation = "reminder"
         for choice in ["accepted-request", "database-mutation", "delivered-message"] {
             assert!(message.contains(choice), "{message}");
         }
+    }
+
+    #[test]
+    fn tags_read_back_and_a_bad_one_names_its_line() {
+        let text = MINIMAL.replace(
+            "description = \"minimal\"",
+            "description = \"x\"\ntags = [\"atlas:AML.T0051.001\", \"owasp:LLM06\"]",
+        );
+        let scenario = parse(&text).unwrap();
+        assert_eq!(scenario.tags, ["atlas:AML.T0051.001", "owasp:LLM06"]);
+        let written = scenario.to_toml();
+        assert_eq!(parse(&written).unwrap(), scenario, "{written}");
+        assert!(parse(MINIMAL).unwrap().tags.is_empty());
+
+        let text = MINIMAL.replace(
+            "description = \"minimal\"",
+            "description = \"x\"\ntags = [\"owasp:LLM06\", \"LLM01\"]",
+        );
+        let message = parse(&text).unwrap_err().to_string();
+        // Line 4: MINIMAL opens with a newline.
+        assert!(
+            message.starts_with("scenarios/example.toml:4:"),
+            "{message}"
+        );
+        assert!(
+            message.contains("tag 'LLM01' has no namespace"),
+            "{message}"
+        );
     }
 
     #[test]
