@@ -111,10 +111,36 @@ pub fn gate_targets() -> Vec<SimTarget> {
     targets
 }
 
+/// The posture benchmark's gates (`undefended`, `blocklist`, `allowlist`):
+/// named by a run, judged on `scenarios/posture/` only.
+pub fn posture_targets() -> Vec<SimTarget> {
+    macro_rules! posture {
+        ($name:literal) => {
+            SimTarget {
+                info: target_gate::posture::posture($name).expect("a posture").0,
+                serve: |listener, shutdown, env| {
+                    let posture = target_gate::posture::posture($name).expect("a posture").1;
+                    Box::pin(target_gate::posture::serve(
+                        listener, shutdown, env, posture,
+                    ))
+                },
+            }
+        };
+    }
+    let targets = vec![
+        posture!("undefended"),
+        posture!("blocklist"),
+        posture!("allowlist"),
+    ];
+    debug_assert_eq!(targets.len(), target_gate::posture::postures().len());
+    targets
+}
+
 /// Every simulated target a run can name.
 fn nameable() -> Vec<SimTarget> {
     let mut targets = sim_targets();
     targets.extend(gate_targets());
+    targets.extend(posture_targets());
     targets
 }
 
@@ -256,7 +282,7 @@ mod tests {
         let error = find("ledgr").unwrap_err();
         assert_eq!(
             error.to_string(),
-            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure, baseline, gate-no-identity, gate-no-scope, gate-no-tenant, gate-no-approval, gate, gate-reuses-approval, gate-ignores-expiry, gate-checks-once, gate-trusts-header"
+            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure, baseline, gate-no-identity, gate-no-scope, gate-no-tenant, gate-no-approval, gate, gate-reuses-approval, gate-ignores-expiry, gate-checks-once, gate-trusts-header, undefended, blocklist, allowlist"
         );
     }
 }

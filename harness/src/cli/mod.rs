@@ -247,6 +247,10 @@ fn present(summary: &Summary, reports: &ReportArgs) -> Result<Exit, Error> {
             for matrix in report::decisions::Matrix::all(summary) {
                 out!("{}", matrix.render_text());
             }
+            let postures = report::posture::figures(summary);
+            if !postures.is_empty() {
+                out!("{}", report::posture::render_text(&postures));
+            }
             out!("{failures}");
         }
         Stdout::Json => {

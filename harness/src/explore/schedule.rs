@@ -126,6 +126,8 @@ fn call() -> impl Strategy<Value = Call> {
                 decision: None,
                 arguments: None,
                 headers: BTreeMap::new(),
+                class: None,
+                impact: None,
             },
         )
 }

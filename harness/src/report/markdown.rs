@@ -69,6 +69,11 @@ pub fn render(summary: &Summary) -> String {
         out.push_str("\n### Authorization decisions beyond the lab\n\n");
         out.push_str(&matrix.render_markdown());
     }
+    let postures = super::posture::figures(summary);
+    if !postures.is_empty() {
+        out.push_str("\n### Postures\n\n");
+        out.push_str(&super::posture::render_markdown(&postures));
+    }
 
     let failing: Vec<&CellSummary> = summary
         .cells

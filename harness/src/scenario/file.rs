@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use super::fixture::{Arguments, Decision, Fixture};
+use super::posture::{ActionClass, Impact};
 use super::{
     Boundary, Call, Claim, Expectations, Identity, NetworkSetup, OperationSetup, PayloadVariant,
     Policy, ProviderSetup, Scenario, ScenarioError, TestKind, Workload, DEFAULT_TENANT,
@@ -96,9 +97,12 @@ pub(super) fn write(scenario: &Scenario) -> String {
                         identity: call.identity,
                         expect: call.expect.clone(),
                         tool: call.tool.clone(),
-                        decision: call.decision,
+                        // A posture call's decision is its class's.
+                        decision: call.decision.filter(|_| call.class.is_none()),
                         arguments: call.arguments.clone(),
                         headers: call.headers.clone(),
+                        class: call.class,
+                        impact: call.impact,
                     },
                 )
             })
@@ -321,6 +325,45 @@ struct CallFile {
     arguments: Option<Arguments>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     headers: BTreeMap<String, String>,
+    /// Posture: what the action does (an attack's kind, or benign).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    class: Option<ActionClass>,
+    /// Posture: how much harm it does if it goes through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    impact: Option<Impact>,
+}
+
+/// Checks a posture call: one action, with its class, impact, tool and
+/// arguments; its decision follows from its class.
+fn check_posture_call(call: &CallFile) -> Result<ActionClass, String> {
+    let (Some(class), Some(_)) = (call.class, call.impact) else {
+        return Err(
+            "a posture call is one action with a class and an impact: add class = \"destructive\", \"money-moving\", \"exfiltrating\", \"evasion\" or \"benign\", and impact = \"high\" or \"low\"".into(),
+        );
+    };
+    if call.decision.is_some() {
+        return Err(
+            "a posture call's decision follows from its class (an attack must be refused, a benign action allowed); remove decision".into(),
+        );
+    }
+    if call.tool.is_none() {
+        return Err("a posture call names its tool: add tool = \"...\"".into());
+    }
+    if call.arguments.is_none() {
+        return Err(
+            "a posture call carries the model's arguments: add [call.arguments] (destination, amount, document, ...)".into(),
+        );
+    }
+    if call
+        .arguments
+        .as_ref()
+        .is_some_and(|arguments| arguments.invoice.is_some() || arguments.tenant.is_some())
+    {
+        return Err(
+            "invoice and tenant are the authorization lab's arguments, read against its [fixture]; a posture call has none: use destination, amount, recipient, body or document".into(),
+        );
+    }
+    Ok(class)
 }
 
 fn default_subagents() -> u32 {
@@ -626,7 +669,21 @@ impl ScenarioFile {
                 ));
             }
             let authorization = self.test == TestKind::Authorization;
+            let posture = self.test == TestKind::Posture;
+            let decision = if posture {
+                let class =
+                    check_posture_call(&call).map_err(|message| error_at(span.clone(), message))?;
+                Some(class.decision())
+            } else if call.class.is_some() || call.impact.is_some() {
+                return Err(error_at(
+                    span,
+                    "class and impact belong to test = \"posture\", whose calls are one action each; remove them".into(),
+                ));
+            } else {
+                call.decision
+            };
             match (&fixture, call.decision, &call.arguments) {
+                _ if posture => {}
                 (Some(fixture), Some(_), Some(arguments)) => {
                     let tool = call.tool.as_deref().unwrap_or(&self.workload.tool);
                     fixture
@@ -675,8 +732,8 @@ impl ScenarioFile {
                     ));
                 }
             }
-            let expect = match (call.expect, call.decision) {
-                (None, Some(decision)) if authorization => {
+            let expect = match (call.expect, decision) {
+                (None, Some(decision)) if authorization || posture => {
                     Some(decision.outcomes().iter().copied().collect())
                 }
                 (expect, _) => expect,
@@ -696,10 +753,18 @@ impl ScenarioFile {
                 identity: call.identity,
                 expect,
                 tool: call.tool,
-                decision: call.decision,
+                decision,
                 arguments: call.arguments,
                 headers,
+                class: call.class,
+                impact: call.impact,
             });
+        }
+        if self.test == TestKind::Posture && calls.len() != 1 {
+            return Err(error(format!(
+                "a posture scenario is one action, and this one has {} [[call]] tables: the suite's figures count actions, one per file; split it",
+                calls.len()
+            )));
         }
         if faults.iter().any(|fault| fault.drifts()) && self.workload.free_text_field.is_none() {
             return Err(error(
@@ -730,7 +795,8 @@ impl ScenarioFile {
         }
 
         let mut effects = expect.effects;
-        for call in calls.iter().filter(|_| fixture.is_some()) {
+        let decided = fixture.is_some() || self.test == TestKind::Posture;
+        for call in calls.iter().filter(|_| decided) {
             if let Some(decision) = call.decision {
                 effects
                     .entry(call.operation.clone())
@@ -780,7 +846,12 @@ impl ScenarioFile {
             },
             workload: Workload {
                 tool: self.workload.tool,
-                subject_field: self.workload.subject_field,
+                // A posture call's payload names its action by this field.
+                subject_field: if self.test == TestKind::Posture {
+                    super::posture::SUBJECT_FIELD.to_owned()
+                } else {
+                    self.workload.subject_field
+                },
                 free_text_field: self.workload.free_text_field,
                 policy: self.workload.policy,
             },

@@ -25,6 +25,8 @@ pub enum Decision {
     /// Held for human review: final, no effect.
     Held,
     /// Denied or held, whichever: what a posture must do with an attack.
+    /// Never written in a file: a posture call's class implies it.
+    #[serde(skip_deserializing)]
     Refuse,
 }
 
@@ -138,7 +140,7 @@ impl Arguments {
         serde_json::to_string(self).expect("arguments serialise")
     }
 
-    /// The same, with `field` naming `subject` first: a posture call's
+    /// The same, with `field` naming `subject`: a posture call's
     /// action, by which the provider attributes its effect.
     pub fn to_json_naming(&self, field: &str, subject: &str) -> String {
         let mut object = serde_json::Map::new();

@@ -21,6 +21,8 @@
 //! expiry, the caller is checked again right before dispatch, and the
 //! caller's tenant is the authority's, never a request header's.
 
+pub mod posture;
+
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Arc, Mutex};
