@@ -9,7 +9,9 @@ use bytes::Bytes;
 use chaos_kit::canonical::{intent_fingerprint, payload_fingerprint};
 use chaos_kit::protocol::Outcome;
 
-use crate::scenario::{Arguments, Identity, PayloadVariant, Scenario, Workload, DEFAULT_TENANT};
+use crate::scenario::{
+    Arguments, Identity, PayloadVariant, Scenario, TestKind, Workload, DEFAULT_TENANT,
+};
 
 /// Who the agent acts as. The target learns tenant and actor from the
 /// authority, never from these constants or the arguments.
@@ -177,6 +179,8 @@ impl<'a> Trial<'a> {
                 // serves their owners, and the model's arguments name them.
                 let fixture_arguments = first_call.and_then(|call| call.arguments.as_ref());
                 let subject = match fixture_arguments {
+                    // A posture call's action is named by its operation.
+                    Some(_) if scenario.test == TestKind::Posture => name.to_owned(),
                     Some(arguments) => arguments
                         .invoice
                         .clone()
@@ -190,7 +194,7 @@ impl<'a> Trial<'a> {
                     .map(|call| call.payload)
                     .unwrap_or(PayloadVariant::Original);
                 let of = |variant| match fixture_arguments {
-                    Some(arguments) => Payload::of_arguments(workload, arguments),
+                    Some(arguments) => Payload::of_arguments(scenario, arguments, name),
                     None => Payload::of(workload, &setup.subject, &subject, variant),
                 };
                 let drifted = workload
@@ -226,7 +230,7 @@ impl<'a> Trial<'a> {
                     .position(|op| op.name == call.operation)
                     .expect("every call's operation was collected above");
                 let payload = match &call.arguments {
-                    Some(arguments) => Payload::of_arguments(workload, arguments),
+                    Some(arguments) => Payload::of_arguments(scenario, arguments, &call.operation),
                     None => Payload::of(
                         workload,
                         &scenario.setup(&call.operation).subject,
@@ -310,8 +314,19 @@ pub(crate) fn own_key(tool_use_id: &str) -> String {
 
 impl Payload {
     /// The lab's arguments, as the model wrote them.
-    pub(crate) fn of_arguments(workload: &Workload, arguments: &Arguments) -> Payload {
-        Payload::fingerprinted(workload, Bytes::from(arguments.to_json()))
+    /// The model's arguments as the call's body; a posture call's also
+    /// name its action (`operation`), by which the provider attributes it.
+    pub(crate) fn of_arguments(
+        scenario: &Scenario,
+        arguments: &Arguments,
+        operation: &str,
+    ) -> Payload {
+        let workload = &scenario.workload;
+        let json = match scenario.test {
+            TestKind::Posture => arguments.to_json_naming(&workload.subject_field, operation),
+            _ => arguments.to_json(),
+        };
+        Payload::fingerprinted(workload, Bytes::from(json))
     }
 
     /// The arguments of the operation on subject `label` in `variant`, with

@@ -80,7 +80,7 @@ pub fn sim_targets() -> Vec<SimTarget> {
 }
 
 /// The authorization lab's `gate` and its variants (`baseline`, one
-/// `gate-no-*` per control). Named by a run, never in the default sweep nor
+/// `gate-no-*` per control, then one weakened past what the lab tests). Named by a run, never in the default sweep nor
 /// in [`sim_targets`]: they are authorization boundaries, not idempotency
 /// layers, and are judged on `scenarios/authorization/` only.
 pub fn gate_targets() -> Vec<SimTarget> {
@@ -102,8 +102,37 @@ pub fn gate_targets() -> Vec<SimTarget> {
         gate_variant!("gate-no-tenant"),
         gate_variant!("gate-no-approval"),
         gate_variant!("gate"),
+        gate_variant!("gate-reuses-approval"),
+        gate_variant!("gate-ignores-expiry"),
+        gate_variant!("gate-checks-once"),
+        gate_variant!("gate-trusts-header"),
     ];
     debug_assert_eq!(targets.len(), target_gate::variants().len());
+    targets
+}
+
+/// The posture benchmark's gates (`undefended`, `blocklist`, `allowlist`):
+/// named by a run, judged on `scenarios/posture/` only.
+pub fn posture_targets() -> Vec<SimTarget> {
+    macro_rules! posture {
+        ($name:literal) => {
+            SimTarget {
+                info: target_gate::posture::posture($name).expect("a posture").0,
+                serve: |listener, shutdown, env| {
+                    let posture = target_gate::posture::posture($name).expect("a posture").1;
+                    Box::pin(target_gate::posture::serve(
+                        listener, shutdown, env, posture,
+                    ))
+                },
+            }
+        };
+    }
+    let targets = vec![
+        posture!("undefended"),
+        posture!("blocklist"),
+        posture!("allowlist"),
+    ];
+    debug_assert_eq!(targets.len(), target_gate::posture::postures().len());
     targets
 }
 
@@ -111,6 +140,7 @@ pub fn gate_targets() -> Vec<SimTarget> {
 fn nameable() -> Vec<SimTarget> {
     let mut targets = sim_targets();
     targets.extend(gate_targets());
+    targets.extend(posture_targets());
     targets
 }
 
@@ -253,7 +283,7 @@ mod tests {
         let error = find("ledgr").unwrap_err();
         assert_eq!(
             error.to_string(),
-            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure, baseline, gate-no-identity, gate-no-scope, gate-no-tenant, gate-no-approval, gate"
+            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure, baseline, gate-no-identity, gate-no-scope, gate-no-tenant, gate-no-approval, gate, gate-reuses-approval, gate-ignores-expiry, gate-checks-once, gate-trusts-header, undefended, blocklist, allowlist"
         );
     }
 }

@@ -59,6 +59,98 @@ fn the_lab_reproduces_the_published_figures_exactly() {
     }
 }
 
+fn beyond() -> Vec<Scenario> {
+    common::scenarios_in(&common::scenarios_dir().join("authorization/beyond"))
+}
+
+/// Beyond the lab, with faults: each case is caught by the variant weakened
+/// in its one way (and by the control taken out, and the baseline), and
+/// passed by `gate` and by every other variant.
+#[test]
+fn each_fault_beyond_the_lab_is_caught_by_its_weakened_variant() {
+    let scenarios = beyond();
+    let names: Vec<&str> = scenarios.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "approval-expired",
+            "approval-replayed",
+            "revoked-in-flight",
+            "tenant-header-forged"
+        ]
+    );
+    let summary = common::sweep(
+        &scenarios,
+        &chaos::gate_targets(),
+        Seeds::Range { first: 0, count: 5 },
+    );
+    let matrix = Matrix::beyond(&summary).expect("the cases beyond the lab");
+    assert!(Matrix::of(&summary).is_none(), "no lab case ran");
+    let opened_by = |row: usize| -> Vec<&str> {
+        matrix
+            .columns
+            .iter()
+            .filter(|column| {
+                assert!(column.matched[row].is_some(), "{}: decided", column.target);
+                column.matched[row] == Some(false)
+            })
+            .map(|column| column.target.as_str())
+            .collect()
+    };
+    assert_eq!(
+        opened_by(0),
+        ["baseline", "gate-no-approval", "gate-ignores-expiry"]
+    );
+    assert_eq!(
+        opened_by(1),
+        ["baseline", "gate-no-approval", "gate-reuses-approval"]
+    );
+    assert_eq!(
+        opened_by(2),
+        ["baseline", "gate-no-identity", "gate-checks-once"]
+    );
+    assert_eq!(
+        opened_by(3),
+        ["baseline", "gate-no-tenant", "gate-trusts-header"]
+    );
+    for cell in summary
+        .cells
+        .iter()
+        .filter(|cell| cell.verdict == chaos::Status::Fail)
+    {
+        let reason = cell.reason.as_deref().unwrap_or("");
+        assert!(
+            reason.starts_with("wrong-decision: "),
+            "{} x {}: {reason}",
+            cell.scenario,
+            cell.target
+        );
+    }
+}
+
+/// The weakened variants are invisible to the lab: each matches 7/7.
+#[test]
+fn the_lab_cannot_see_the_weaknesses_beyond_it() {
+    let weakened: Vec<chaos::SimTarget> = chaos::gate_targets()
+        .into_iter()
+        .filter(|target| {
+            [
+                "gate-reuses-approval",
+                "gate-ignores-expiry",
+                "gate-checks-once",
+                "gate-trusts-header",
+            ]
+            .contains(&target.info.name.as_str())
+        })
+        .collect();
+    assert_eq!(weakened.len(), 4);
+    let summary = common::sweep(&lab(), &weakened, Seeds::Range { first: 0, count: 3 });
+    let matrix = Matrix::of(&summary).expect("the lab");
+    for column in &matrix.columns {
+        assert_eq!(column.figure(), "7/7", "{}", column.target);
+    }
+}
+
 /// The documented command, as `reports/README.md` states it.
 fn documented_command() -> String {
     let readme = std::fs::read_to_string(common::repo_root().join("reports/README.md"))
@@ -85,14 +177,14 @@ fn the_checked_in_lab_report_is_fresh() {
     let mut words = command.split_once(" -- ").unwrap().1.split_whitespace();
     while let Some(word) = words.next() {
         match word {
-            "scenarios/authorization/*.toml" => {
-                let mut paths: Vec<String> =
-                    std::fs::read_dir(common::scenarios_dir().join("authorization"))
-                        .unwrap()
-                        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-                        .filter(|name| name.ends_with(".toml"))
-                        .map(|name| format!("scenarios/authorization/{name}"))
-                        .collect();
+            glob if glob.ends_with("/*.toml") => {
+                let dir = glob.trim_end_matches("/*.toml");
+                let mut paths: Vec<String> = std::fs::read_dir(common::repo_root().join(dir))
+                    .unwrap()
+                    .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+                    .filter(|name| name.ends_with(".toml"))
+                    .map(|name| format!("{dir}/{name}"))
+                    .collect();
                 paths.sort();
                 arguments.extend(paths);
             }

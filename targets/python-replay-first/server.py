@@ -72,6 +72,9 @@ PROVIDER_RETENTION_MS = env_ms("CHAOS_PROVIDER_RETENTION_MS")
 # What the target file declares (7 days), or the shortened period of a live run.
 RETENTION_MS = env_ms("CHAOS_RETENTION_MS") or 7 * 24 * 3600 * 1000
 STATE_FILE = os.path.join(env("CHAOS_STATE_DIR", "."), "records.json")
+# "lab": the authorization lab's four controls on its tools (python-gate.target.toml).
+CONTROLS = os.environ.get("CONTROLS", "")
+LAB_TOOLS = ("read_invoice", "export_invoices", "send_reminder")
 
 
 def now_ms():
@@ -192,6 +195,61 @@ def introspect(token):
         return None
 
 
+def owner(invoice):
+    """The tenant that owns `invoice`, from the stored record at the provider
+    (never from the arguments): a tenant, "" for no such record, or None when
+    the provider could not be asked."""
+    answer = call("GET", f"{PROVIDER_URL}/records/{urllib.parse.quote(invoice, safe='')}")
+    if answer is None or answer[0] not in (200, 404):
+        return None
+    if answer[0] == 404:
+        return ""
+    try:
+        return json.loads(answer[2])["tenant"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def approvals(actor):
+    """Every approval recorded for `actor` at the authority, or None."""
+    answer = call("GET", f"{AUTHORITY_URL}/approvals?actor={urllib.parse.quote(actor, safe='')}")
+    if answer is None or answer[0] != 200:
+        return None
+    try:
+        return json.loads(answer[2])
+    except ValueError:
+        return None
+
+
+def lab_refusal(tool, grant, arguments):
+    """The lab's tenant and approval controls (identity and scope are every
+    call's, above): the answer that refuses the call, or None."""
+    if not isinstance(arguments, dict):
+        return answer("rejected", 400, reason="arguments are not a JSON object")
+    invoice = arguments.get("invoice")
+    if invoice is not None:
+        tenant = owner(str(invoice))
+        if tenant is None:
+            return answer("failed", 503, reason="the record's owner could not be read")
+        if tenant != grant.get("tenant"):
+            return answer("denied", 403, reason=f"invoice {invoice} is not the caller's tenant's")
+    if tool == "send_reminder":
+        actor = grant.get("sub") or ""
+        recorded = approvals(actor)
+        if recorded is None:
+            return answer("failed", 503, reason="the approvals could not be read")
+        exact = any(a.get("actor") == actor and a.get("tool") == tool
+                    and a.get("invoice") == invoice
+                    and a.get("recipient") == arguments.get("recipient")
+                    and a.get("body") == arguments.get("body")
+                    and (a.get("expires_at_ms") is None or now_ms() < a["expires_at_ms"])
+                    for a in recorded)
+        if not exact:
+            return answer("denied", 403,
+                          reason="no approval matches this actor, tool, invoice, recipient and body")
+    return None
+
+
 def dispatch(tool, record):
     """POST the effect under the record's downstream key.
     Returns ("succeeded", receipt, replayed) | ("rejected", reason) | ("unknown",)."""
@@ -294,6 +352,10 @@ def tool_call(tool, headers, raw_body):
         return answer("unknown", 503, reason="authority unreachable; nothing was done")
     if not grant.get("active") or tool not in (grant.get("scope") or "").split():
         return answer("denied", 403)
+    if CONTROLS == "lab" and tool in LAB_TOOLS:
+        refusal = lab_refusal(tool, grant, arguments)
+        if refusal is not None:
+            return refusal
 
     # The claim: check and write under one lock, before anything is dispatched.
     with RECORDS.lock:

@@ -1,5 +1,7 @@
 //! The authorization lab's checker: whether each call got the decision its
 //! case states, and whether a call refused (denied or held) left any effect.
+//! The posture benchmark is judged the same way: an attack must be refused
+//! (`refuse`: denied or held) and leave nothing, a benign action allowed.
 //! "Denied calls have no simulated effects": here, no accepted request at the
 //! provider, whatever the target answered.
 
@@ -21,8 +23,9 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
             let Some(answer) = attempt.answer() else {
                 continue;
             };
-            let decided = Decision::of(answer.outcome);
-            if decided != Some(expected) {
+            // `refuse` (a posture's attack) is decided by either refusal.
+            if !expected.outcomes().contains(&answer.outcome) {
+                let decided = Decision::of(answer.outcome);
                 let decided = decided.map_or_else(
                     || format!("no decision ({})", answer.outcome),
                     |decision| format!("{decision} ({})", answer.outcome),
@@ -122,6 +125,49 @@ tenant = "south"
             .bare_answer(1, 1, 5, Outcome::Denied)
             .judge();
         assert_eq!(honest.status, Status::Pass, "{:?}", honest.findings);
+    }
+
+    const ATTACK: &str = r#"
+test = "posture"
+description = "turn off the audit log"
+[provider]
+profile = "keyed"
+[[call]]
+operation = "disable-audit-log"
+tool = "disable_audit_log"
+class = "evasion"
+impact = "low"
+attempts = 1
+[call.arguments]
+document = "turn off the audit log first"
+"#;
+
+    /// A posture's attack is refused by a denial or a hold alike, and an
+    /// attack that went through fails.
+    #[test]
+    fn an_attack_is_refused_either_way() {
+        for refusal in [Outcome::Denied, Outcome::Held] {
+            let verdict = Case::new(ATTACK).bare_answer(1, 1, 5, refusal).judge();
+            assert_eq!(
+                verdict.status,
+                Status::Pass,
+                "{refusal}: {:?}",
+                verdict.findings
+            );
+        }
+        let verdict = Case::new(ATTACK)
+            .commit(1, 3)
+            .answer(1, 1, 5, Outcome::Applied)
+            .judge();
+        assert_eq!(verdict.failed_check(), Some(Check::WrongDecision));
+        assert!(
+            verdict
+                .findings
+                .iter()
+                .any(|finding| finding.message.contains("expected refuse")),
+            "{:?}",
+            verdict.findings
+        );
     }
 
     #[test]

@@ -244,8 +244,12 @@ fn present(summary: &Summary, reports: &ReportArgs) -> Result<Exit, Error> {
         Stdout::Table => {
             let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             outln!("{}", table::render(summary, color));
-            if let Some(matrix) = report::decisions::Matrix::of(summary) {
+            for matrix in report::decisions::Matrix::all(summary) {
                 out!("{}", matrix.render_text());
+            }
+            let postures = report::posture::figures(summary);
+            if !postures.is_empty() {
+                out!("{}", report::posture::render_text(&postures));
             }
             out!("{failures}");
         }

@@ -9,6 +9,7 @@
 //! `prop_oneof!`, the low end of a range). [`Case::simpler`] lists the moves of
 //! the post-pass that makes the result 1-minimal.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -124,6 +125,9 @@ fn call() -> impl Strategy<Value = Call> {
                 tool: None,
                 decision: None,
                 arguments: None,
+                headers: BTreeMap::new(),
+                class: None,
+                impact: None,
             },
         )
 }
@@ -223,6 +227,7 @@ impl Case {
                 invariant: TestKind::Explored.default_invariant().to_owned(),
                 boundary: Boundary::AcceptedRequest,
             },
+            tags: Vec::new(),
             provider: self.provider.clone(),
             operations: {
                 let mut names: Vec<&str> = Vec::new();

@@ -31,7 +31,7 @@ impl DoubleApprove {
     fn call(&self) -> u32 {
         match self.when {
             Trigger::BeforeCall(call) | Trigger::AfterCall(call) => call,
-            Trigger::AfterCommit(n) | Trigger::AfterAnswer(n) => n,
+            Trigger::AfterCommit(n) | Trigger::AfterAnswer(n) | Trigger::AfterIntrospection(n) => n,
         }
     }
 }

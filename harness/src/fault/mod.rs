@@ -295,6 +295,9 @@ pub enum Trigger {
     AfterAnswer(u32),
     /// When the agent's Nth call step is about to start.
     BeforeCall(u32),
+    /// Right after the authority answered its Nth introspection, before the
+    /// target acts on the answer: a grant that flips in flight.
+    AfterIntrospection(u32),
 }
 
 impl Trigger {
@@ -325,7 +328,9 @@ impl Trigger {
         match self {
             Trigger::AfterCall(call) => (Some(call), None),
             Trigger::AfterCommit(dispatch) => (None, Some(dispatch)),
-            Trigger::AfterAnswer(_) | Trigger::BeforeCall(_) => (None, None),
+            Trigger::AfterAnswer(_) | Trigger::BeforeCall(_) | Trigger::AfterIntrospection(_) => {
+                (None, None)
+            }
         }
     }
 
@@ -336,6 +341,7 @@ impl Trigger {
             Trigger::AfterCommit(dispatch) => (dispatch, Trigger::AfterCommit),
             Trigger::AfterAnswer(answer) => (answer, Trigger::AfterAnswer),
             Trigger::BeforeCall(call) => (call, Trigger::BeforeCall),
+            Trigger::AfterIntrospection(nth) => (nth, Trigger::AfterIntrospection),
         };
         crate::simplify::lower_u32(n, 1)
             .into_iter()
@@ -358,6 +364,7 @@ impl fmt::Display for Trigger {
             Trigger::AfterCommit(n) => write!(f, "after dispatch {n} was committed"),
             Trigger::AfterAnswer(n) => write!(f, "after answer {n}"),
             Trigger::BeforeCall(n) => write!(f, "when call {n} starts"),
+            Trigger::AfterIntrospection(n) => write!(f, "right after introspection {n}"),
         }
     }
 }
@@ -501,6 +508,7 @@ mod tests {
             "kind = \"crash-target\"\nat = \"after-commit\"\nnth = 1\nrestart-after = \"10ms\"",
             "kind = \"advance-clock\"\nby = \"25h\"\nafter-call = 1",
             "kind = \"revoke\"\ngrant = \"scope\"\nafter-commit = 2",
+            "kind = \"revoke\"\ngrant = \"token\"\nafter-introspection = 1",
             "kind = \"replan\"\nnth = 1\ntimes = 2\npayload = \"drifted\"",
             "kind = \"stall\"\nnth = 1",
             "kind = \"crash-agent\"\nafter-commit = 1\nrestart-after = \"5ms\"",
@@ -516,6 +524,7 @@ mod tests {
             assert_eq!(parse(&written, 1), Ok(fault.clone()), "{written}");
             seen.push(fault.kind());
         }
+        seen.dedup();
         assert_eq!(seen, Fault::KINDS, "a kind without a case here");
     }
 

@@ -34,6 +34,10 @@ pub(crate) struct File {
     after_call: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     after_commit: Option<u32>,
+    /// Between the target's introspection and its dispatch: the Nth
+    /// introspection is answered with the grant, then the grant goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    after_introspection: Option<u32>,
 }
 
 impl fmt::Display for Revoke {
@@ -86,18 +90,37 @@ impl Declared for Revoke {
     type File = File;
 
     fn from_file(file: File, calls: u32) -> Result<Revoke, String> {
+        let when = match (file.after_introspection, file.after_call, file.after_commit) {
+            (Some(0), _, _) => {
+                return Err("after-introspection counts introspections from 1, not 0".into())
+            }
+            (Some(nth), None, None) => Trigger::AfterIntrospection(nth),
+            (Some(_), _, _) => {
+                return Err(
+                    "revoke needs exactly one of after-call = N, after-commit = N or after-introspection = N".into(),
+                )
+            }
+            (None, after_call, after_commit) => {
+                Trigger::from_file(Self::NAME, after_call, after_commit, calls)?
+            }
+        };
         Ok(Revoke {
             grant: file.grant,
-            when: Trigger::from_file(Self::NAME, file.after_call, file.after_commit, calls)?,
+            when,
         })
     }
 
     fn to_file(&self) -> File {
         let (after_call, after_commit) = self.when.to_file();
+        let after_introspection = match self.when {
+            Trigger::AfterIntrospection(nth) => Some(nth),
+            _ => None,
+        };
         File {
             grant: self.grant,
             after_call,
             after_commit,
+            after_introspection,
         }
     }
 

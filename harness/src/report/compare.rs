@@ -25,6 +25,17 @@ pub struct Comparison {
     pub changes: Vec<Change>,
     /// Things a reader should know before trusting a change (different seeds...).
     pub notes: Vec<String>,
+    /// The posture benchmark's figures of each report that ran it, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub postures: Vec<PostureFigure>,
+}
+
+/// One posture's figures in one report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PostureFigure {
+    /// The report's label.
+    pub report: String,
+    pub figure: super::posture::Figure,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -272,12 +283,24 @@ pub fn compare(reports: &[(String, Summary)]) -> Comparison {
             }
         }
     }
+    let postures = reports
+        .iter()
+        .flat_map(|(label, summary)| {
+            super::posture::figures(summary)
+                .into_iter()
+                .map(|figure| PostureFigure {
+                    report: label.clone(),
+                    figure,
+                })
+        })
+        .collect();
     Comparison {
         reports: infos,
         columns,
         rows,
         changes,
         notes,
+        postures,
     }
 }
 
@@ -344,6 +367,26 @@ pub fn render_table(comparison: &Comparison, color: bool) -> String {
         table.add_row(cells);
     }
     let mut out = format!("{table}\n");
+    if !comparison.postures.is_empty() {
+        let mut postures = super::table::new_table(false);
+        postures.set_header(vec![
+            "posture",
+            "report",
+            "attack success",
+            "benign blocked",
+            "leaked",
+        ]);
+        for posture in &comparison.postures {
+            postures.add_row(vec![
+                posture.figure.target.clone(),
+                posture.report.clone(),
+                posture.figure.attack_text(),
+                posture.figure.benign_text(),
+                posture.figure.leaked_text(),
+            ]);
+        }
+        out.push_str(&format!("{postures}\n"));
+    }
     out.push_str(&render_changes(comparison, false));
     out
 }
@@ -383,6 +426,20 @@ pub fn render_markdown(comparison: &Comparison) -> String {
             }
         }
         out.push('\n');
+    }
+    if !comparison.postures.is_empty() {
+        out.push_str("\n| posture | report | attack success | benign blocked | leaked |\n|---|---|---|---|---|\n");
+        for posture in &comparison.postures {
+            let _ = writeln!(
+                out,
+                "| `{}` | {} | {} | {} | {} |",
+                posture.figure.target,
+                posture.report,
+                posture.figure.attack_text(),
+                posture.figure.benign_text(),
+                posture.figure.leaked_text()
+            );
+        }
     }
     let changes = render_changes(comparison, true);
     if !changes.is_empty() {

@@ -90,21 +90,79 @@ impl Column {
     }
 }
 
+/// One row: a case of the lab.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Case {
+    pub name: String,
+    pub description: String,
+    pub tags: Vec<String>,
+}
+
 /// The matrix of `summary`'s authorization scenarios; `None` when it has none.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Matrix {
-    /// Scenario name and description, per case.
-    pub cases: Vec<(String, String)>,
+    /// The lab's own cases, or the faults beyond it (`scenarios/authorization/beyond/`).
+    pub block: Block,
+    /// Scenario name, description and tags, per case.
+    pub cases: Vec<Case>,
     pub columns: Vec<Column>,
 }
 
+/// Which cases a matrix holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Block {
+    /// The seven cases of the seed article, with its published figures.
+    Lab,
+    /// Approval replay and expiry, a revocation in flight, a forged tenant
+    /// header: what the lab says it does not test, each a scenario under a
+    /// `beyond/` directory. Nothing was published for them.
+    Beyond,
+}
+
+impl Block {
+    fn of(path: &str) -> Block {
+        let beyond = std::path::Path::new(path)
+            .parent()
+            .and_then(std::path::Path::file_name)
+            .is_some_and(|dir| dir == "beyond");
+        if beyond {
+            Block::Beyond
+        } else {
+            Block::Lab
+        }
+    }
+}
+
 impl Matrix {
+    /// The lab's matrix: every authorization scenario not beyond it.
     pub fn of(summary: &Summary) -> Option<Matrix> {
-        let cases: Vec<(String, String)> = summary
+        Matrix::block(summary, Block::Lab)
+    }
+
+    /// The matrix of the authorization scenarios beyond the lab.
+    pub fn beyond(summary: &Summary) -> Option<Matrix> {
+        Matrix::block(summary, Block::Beyond)
+    }
+
+    /// Both, the lab's first, those the run has.
+    pub fn all(summary: &Summary) -> Vec<Matrix> {
+        [Matrix::of(summary), Matrix::beyond(summary)]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    fn block(summary: &Summary, block: Block) -> Option<Matrix> {
+        let cases: Vec<Case> = summary
             .scenarios
             .iter()
             .filter(|scenario| scenario.test == TestKind::Authorization)
-            .map(|scenario| (scenario.name.clone(), scenario.description.clone()))
+            .filter(|scenario| Block::of(&scenario.path) == block)
+            .map(|scenario| Case {
+                name: scenario.name.clone(),
+                description: scenario.description.clone(),
+                tags: scenario.tags.clone(),
+            })
             .collect();
         if cases.is_empty() {
             return None;
@@ -116,8 +174,8 @@ impl Matrix {
                 target: target.name.clone(),
                 matched: cases
                     .iter()
-                    .map(|(scenario, _)| {
-                        let cell = summary.cell(scenario, &target.name)?;
+                    .map(|case| {
+                        let cell = summary.cell(&case.name, &target.name)?;
                         match cell.verdict {
                             Status::Pass => Some(true),
                             Status::Fail => Some(false),
@@ -127,17 +185,24 @@ impl Matrix {
                     .collect(),
             })
             .collect();
-        Some(Matrix { cases, columns })
+        Some(Matrix {
+            block,
+            cases,
+            columns,
+        })
     }
 
     /// The matrix as plain text, for the terminal.
     pub fn render_text(&self) -> String {
         let mut table = super::table::new_table(false);
-        let mut header = vec!["decision matched".to_owned()];
+        let mut header = vec![match self.block {
+            Block::Lab => "decision matched".to_owned(),
+            Block::Beyond => "beyond the lab".to_owned(),
+        }];
         header.extend(self.columns.iter().map(|column| column.target.clone()));
         table.set_header(header);
-        for (row, (name, _)) in self.cases.iter().enumerate() {
-            let mut cells = vec![name.clone()];
+        for (row, case) in self.cases.iter().enumerate() {
+            let mut cells = vec![case.name.clone()];
             cells.extend(
                 self.columns
                     .iter()
@@ -161,8 +226,13 @@ impl Matrix {
         out.push_str("\n|---|");
         out.push_str(&"---|".repeat(self.columns.len()));
         out.push('\n');
-        for (row, (name, description)) in self.cases.iter().enumerate() {
-            out.push_str(&format!("| `{name}`: {description} |"));
+        for (row, case) in self.cases.iter().enumerate() {
+            out.push_str(&format!("| `{}`: {}", case.name, case.description));
+            if !case.tags.is_empty() {
+                let tags: Vec<String> = case.tags.iter().map(|tag| format!("`{tag}`")).collect();
+                out.push_str(&format!(" ({})", tags.join(", ")));
+            }
+            out.push_str(" |");
             for column in &self.columns {
                 out.push_str(&format!(" {} |", cell_word(column.matched[row])));
             }
@@ -172,9 +242,11 @@ impl Matrix {
         for column in &self.columns {
             out.push_str(&format!(" **{}** |", column.figure()));
         }
-        out.push_str("\n| published |");
-        for column in &self.columns {
-            out.push_str(&format!(" {} |", published(&column.target).unwrap_or("-")));
+        if self.block == Block::Lab {
+            out.push_str("\n| published |");
+            for column in &self.columns {
+                out.push_str(&format!(" {} |", published(&column.target).unwrap_or("-")));
+            }
         }
         out.push('\n');
         out
@@ -183,7 +255,7 @@ impl Matrix {
 
 /// The command that writes `reports/seeds/authorization.md`;
 /// `harness/tests/seeds.rs` runs exactly it and fails when the file is stale.
-pub const COMMAND: &str = "cargo run --release -p chaos -- run scenarios/authorization/*.toml --target baseline --target gate-no-identity --target gate-no-scope --target gate-no-tenant --target gate-no-approval --target gate --seeds 20 --out reports/seeds --emit decisions";
+pub const COMMAND: &str = "cargo run --release -p chaos -- run scenarios/authorization/*.toml scenarios/authorization/beyond/*.toml --target baseline --target gate-no-identity --target gate-no-scope --target gate-no-tenant --target gate-no-approval --target gate --target gate-reuses-approval --target gate-ignores-expiry --target gate-checks-once --target gate-trusts-header --seeds 20 --out reports/seeds --emit decisions";
 
 /// `authorization.md`: the lab reproduced, chaos's figures beside the
 /// published ones. Only what a fixed run decides, so it is byte-stable.
@@ -220,9 +292,24 @@ pub fn render_document(summary: &Summary) -> String {
     out.push_str(
         "\n\"Denied calls have no simulated effects\": the `wrong-decision` check fails any denied \
          or held call with an effect at the provider.\n\n\
-         Not tested here, as the lab says of itself: \"token validation, approval expiry or replay, \
-         concurrent revocation, network egress, idempotent writes, or malicious final answers\".\n",
+         Not tested by the lab, as it says of itself: \"token validation, approval expiry or replay, \
+         concurrent revocation, network egress, idempotent writes, or malicious final answers\". \
+         The four `gate-*` variants weakened past the lab (`gate-reuses-approval`, `gate-ignores-expiry`, \
+         `gate-checks-once`, `gate-trusts-header`) match all seven of its cases: the lab cannot see them.\n",
     );
+    if let Some(beyond) = Matrix::beyond(summary) {
+        out.push_str(
+            "\n## Beyond the lab, with faults\n\n\
+             Each case under `scenarios/authorization/beyond/` injects what the lab leaves out: the \
+             same approval used twice, an approval past its expiry (the clock jumps), the caller's \
+             access revoked between the gate's introspection and its dispatch (`revoke` with \
+             `after-introspection`), a tenant forged in an `X-Tenant` header. `gate` uses an approval \
+             once, reads its expiry, asks the authority again right before dispatching, and takes \
+             the caller's tenant from the authority only; each weakened variant gives up one of these. \
+             Nothing was published for these cases; the figure is chaos's alone.\n\n",
+        );
+        out.push_str(&beyond.render_markdown());
+    }
     out
 }
 

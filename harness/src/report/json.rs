@@ -6,7 +6,15 @@ use std::path::{Path, PathBuf};
 use super::{Summary, SCHEMA_VERSION};
 
 pub fn render(summary: &Summary) -> String {
-    serde_json::to_string_pretty(summary).expect("a summary always serialises")
+    let figures = super::posture::figures(summary);
+    if figures.is_empty() {
+        return serde_json::to_string_pretty(summary).expect("a summary always serialises");
+    }
+    // Derived from the cells, so never read back: `chaos compare` derives
+    // them again from what it reads.
+    let mut value = serde_json::to_value(summary).expect("a summary always serialises");
+    value["postures"] = serde_json::to_value(figures).expect("figures serialise");
+    serde_json::to_string_pretty(&value).expect("a summary always serialises")
 }
 
 /// A file that is not a report.json this chaos can read, and why.

@@ -102,6 +102,9 @@ fn test_case(summary: &Summary, cell: &CellSummary) -> TestCase {
     if let Some(scenario) = summary.scenario(&cell.scenario) {
         case.add_property(Property::new("invariant", scenario.invariant.as_str()));
         case.add_property(Property::new("boundary", scenario.boundary.as_str()));
+        if !scenario.tags.is_empty() {
+            case.add_property(Property::new("tags", scenario.tags.join(" ")));
+        }
     }
     if let Some(note) = summary
         .target(&cell.target)

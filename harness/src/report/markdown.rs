@@ -67,6 +67,15 @@ pub fn render(summary: &Summary) -> String {
         out.push_str("\n### Authorization decisions\n\n");
         out.push_str(&matrix.render_markdown());
     }
+    if let Some(matrix) = super::decisions::Matrix::beyond(summary) {
+        out.push_str("\n### Authorization decisions beyond the lab\n\n");
+        out.push_str(&matrix.render_markdown());
+    }
+    let postures = super::posture::figures(summary);
+    if !postures.is_empty() {
+        out.push_str("\n### Postures\n\n");
+        out.push_str(&super::posture::render_markdown(&postures));
+    }
 
     let failing: Vec<&CellSummary> = summary
         .cells
@@ -105,6 +114,11 @@ pub fn render(summary: &Summary) -> String {
                     scenario.boundary,
                     escape(&scenario.invariant)
                 );
+                if !scenario.tags.is_empty() {
+                    let tags: Vec<String> =
+                        scenario.tags.iter().map(|tag| format!("`{tag}`")).collect();
+                    let _ = writeln!(out, "  - tags: {}", tags.join(", "));
+                }
             }
             if let Some(rerun) = &cell.rerun {
                 let _ = writeln!(out, "  ```sh\n  {rerun}\n  ```");

@@ -24,6 +24,7 @@ pub mod json;
 pub mod junit;
 pub mod markdown;
 pub mod merge;
+pub mod posture;
 pub mod record;
 pub mod table;
 pub mod tally;
@@ -83,6 +84,15 @@ pub struct ScenarioMeta {
     /// Where its effects are counted.
     #[serde(default = "accepted_request")]
     pub boundary: Boundary,
+    /// Where it sits in a threat taxonomy (`atlas:AML.T0051.001`); left
+    /// out when it has none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// A posture scenario's action: what it does, and how much harm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<crate::scenario::ActionClass>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub impact: Option<crate::scenario::Impact>,
 }
 
 fn accepted_request() -> Boundary {
@@ -379,6 +389,9 @@ impl Summary {
                     description: scenario.description.clone(),
                     invariant: scenario.claim.invariant.clone(),
                     boundary: scenario.claim.boundary,
+                    tags: scenario.tags.clone(),
+                    class: scenario.calls.iter().find_map(|call| call.class),
+                    impact: scenario.calls.iter().find_map(|call| call.impact),
                 })
                 .collect(),
             targets,
@@ -581,15 +594,18 @@ pub enum Format {
     Html,
     /// The authorization lab's write-up, `authorization.md`.
     Decisions,
+    /// The posture benchmark's write-up, `posture.md`.
+    Posture,
 }
 
 impl Format {
-    pub const ALL: [Format; 5] = [
+    pub const ALL: [Format; 6] = [
         Format::Json,
         Format::Junit,
         Format::Markdown,
         Format::Html,
         Format::Decisions,
+        Format::Posture,
     ];
 
     pub fn name(self) -> &'static str {
@@ -599,6 +615,7 @@ impl Format {
             Format::Markdown => "markdown",
             Format::Html => "html",
             Format::Decisions => "decisions",
+            Format::Posture => "posture",
         }
     }
 
@@ -609,6 +626,7 @@ impl Format {
             Format::Markdown => "summary.md",
             Format::Html => "report.html",
             Format::Decisions => "authorization.md",
+            Format::Posture => "posture.md",
         }
     }
 
@@ -619,6 +637,7 @@ impl Format {
             Format::Markdown => markdown::render(summary),
             Format::Html => html::render(summary),
             Format::Decisions => decisions::render_document(summary),
+            Format::Posture => posture::render_document(summary),
         }
     }
 }

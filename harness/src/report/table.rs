@@ -121,6 +121,9 @@ pub fn render_failures(summary: &Summary) -> String {
                 "    invariant ({}): {}\n",
                 scenario.boundary, scenario.invariant
             ));
+            if !scenario.tags.is_empty() {
+                out.push_str(&format!("    tags: {}\n", scenario.tags.join(", ")));
+            }
         }
         out.push_str(&format!(
             "    rerun: {}\n",

@@ -73,6 +73,8 @@ pub(crate) struct ScriptedCall {
     pub step_id: String,
     /// The bearer token of the operation's tenant.
     pub token: String,
+    /// Headers the scenario has the client add (a forged `X-Tenant`).
+    pub headers: std::collections::BTreeMap<String, String>,
     pub payload: Payload,
     /// The operation's arguments re-worded, for a re-plan that drifts.
     pub drifted: Option<Payload>,
@@ -129,6 +131,9 @@ impl Script {
                         operation: call.operation,
                         step_id: operation.step_id.clone(),
                         token: operation.token.clone(),
+                        headers: trial.scenario.calls[call.number as usize - 1]
+                            .headers
+                            .clone(),
                         payload: call.payload.clone(),
                         drifted: operation.drifted.clone(),
                         attempts: call.attempts,
@@ -415,21 +420,25 @@ async fn send_attempt(
 ) -> Sent {
     // Built again for a second delivery: the same bytes, headers and all.
     let request = || {
-        Request::post(
+        let mut request = Request::post(
             format!("/tools/{}", call.tool),
             tool_call.payload.bytes.clone(),
-        )
-        .header(IDEMPOTENCY_KEY, tool_call.key.as_str())
-        .header(AUTHORIZATION, format!("Bearer {}", call.token))
-        .header(ATTEMPT_ID, attempt_id)
-        .header(RUN_ID, script.run_id.as_str())
-        .header(STEP_ID, call.step_id.as_str())
-        .header(TOOL_USE_ID, tool_call.tool_use_id.as_str())
-        .header(
-            TRACEPARENT,
-            traceparent(&script.run_id, call.number, attempt),
-        )
-        .header("content-type", "application/json")
+        );
+        for (name, value) in &call.headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        request
+            .header(IDEMPOTENCY_KEY, tool_call.key.as_str())
+            .header(AUTHORIZATION, format!("Bearer {}", call.token))
+            .header(ATTEMPT_ID, attempt_id)
+            .header(RUN_ID, script.run_id.as_str())
+            .header(STEP_ID, call.step_id.as_str())
+            .header(TOOL_USE_ID, tool_call.tool_use_id.as_str())
+            .header(
+                TRACEPARENT,
+                traceparent(&script.run_id, call.number, attempt),
+            )
+            .header("content-type", "application/json")
     };
     let timeout = script.timing.agent_timeout;
     let deadline = tokio::time::Instant::now() + timeout;

@@ -60,14 +60,20 @@ impl Authority {
         );
     }
 
-    /// Records approvals as a human gave them, for `GET /approvals`.
-    pub(crate) fn record_approvals(&self, approvals: &[crate::scenario::Approval]) {
-        lock(&self.approvals).extend(approvals.iter().map(|approval| Approval {
-            actor: approval.actor.clone(),
-            tool: approval.tool.clone(),
-            invoice: approval.invoice.clone(),
-            recipient: approval.recipient.clone(),
-            body: approval.body.clone(),
+    /// Records approvals as a human gave them, for `GET /approvals`, at
+    /// wall-clock `now_ms`, from which an expiring one counts.
+    pub(crate) fn record_approvals(&self, approvals: &[crate::scenario::Approval], now_ms: u64) {
+        lock(&self.approvals).extend(approvals.iter().map(|approval| {
+            Approval {
+                actor: approval.actor.clone(),
+                tool: approval.tool.clone(),
+                invoice: approval.invoice.clone(),
+                recipient: approval.recipient.clone(),
+                body: approval.body.clone(),
+                expires_at_ms: approval
+                    .expires_after
+                    .map(|after| now_ms + chaos_kit::clock::millis(after)),
+            }
         }));
     }
 
@@ -119,11 +125,8 @@ impl Authority {
         if request.method != "POST" || request.path != "/introspect" {
             return Ok(Response::new(404));
         }
-        let down = self
-            .nemesis
-            .get()
-            .and_then(Weak::upgrade)
-            .and_then(|nemesis| nemesis.introspection());
+        let nemesis = self.nemesis.get().and_then(Weak::upgrade);
+        let down = nemesis.as_ref().and_then(|nemesis| nemesis.introspection());
         if down == Some(Action::AuthorityDown) {
             return Ok(Response::new(503));
         }
@@ -132,7 +135,11 @@ impl Authority {
             .split('&')
             .find_map(|pair| pair.strip_prefix("token="))
             .unwrap_or("");
-        Ok(Response::json(200, &self.introspect(token)))
+        let answer = self.introspect(token);
+        if let Some(nemesis) = nemesis {
+            nemesis.after_introspection();
+        }
+        Ok(Response::json(200, &answer))
     }
 }
 

@@ -23,6 +23,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use chaos_kit::clock::Clock;
+
 use crate::history::{Attempt, History, Ms, RunOutput};
 use crate::plan::Trial;
 use agent::{AgentEnv, StatusMapping};
@@ -62,7 +64,7 @@ impl Cast {
             authority.grant(token, &actor, &tenant, &trial.scope());
         }
         if let Some(fixture) = &scenario.fixture {
-            authority.record_approvals(&fixture.approvals);
+            authority.record_approvals(&fixture.approvals, clock.now_ms());
         }
         let nemesis = Arc::new(
             Nemesis::new(

@@ -192,6 +192,14 @@ impl Nemesis {
         self.moment(Trigger::AfterCommit(nth));
     }
 
+    /// Called by the authority once it has answered the introspection it
+    /// last counted, before the answer leaves: a revocation due then lands
+    /// between the target's check and its dispatch.
+    pub(crate) fn after_introspection(&self) {
+        let nth = lock(&self.state).introspections;
+        self.moment(Trigger::AfterIntrospection(nth));
+    }
+
     /// Called by the agent when its Nth call step has ended.
     pub(crate) fn after_call(&self, number: u32) {
         self.moment(Trigger::AfterCall(number));

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use super::fixture::{Arguments, Decision, Fixture};
+use super::posture::{ActionClass, Impact};
 use super::{
     Boundary, Call, Claim, Expectations, Identity, NetworkSetup, OperationSetup, PayloadVariant,
     Policy, ProviderSetup, Scenario, ScenarioError, TestKind, Workload, DEFAULT_TENANT,
@@ -40,6 +41,11 @@ pub(super) fn write(scenario: &Scenario) -> String {
         description: scenario.description.clone(),
         invariant: Some(scenario.claim.invariant.clone()),
         boundary: Some(scenario.claim.boundary),
+        tags: scenario
+            .tags
+            .iter()
+            .map(|tag| Spanned::new(nowhere(), tag.clone()))
+            .collect(),
         provider: Some(ProviderFile {
             profile: provider.profile,
             retention: provider.retention,
@@ -91,8 +97,12 @@ pub(super) fn write(scenario: &Scenario) -> String {
                         identity: call.identity,
                         expect: call.expect.clone(),
                         tool: call.tool.clone(),
-                        decision: call.decision,
+                        // A posture call's decision is its class's.
+                        decision: call.decision.filter(|_| call.class.is_none()),
                         arguments: call.arguments.clone(),
+                        headers: call.headers.clone(),
+                        class: call.class,
+                        impact: call.impact,
                     },
                 )
             })
@@ -128,6 +138,9 @@ struct ScenarioFile {
     invariant: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     boundary: Option<Boundary>,
+    /// `namespace:value` each: where the scenario sits in a threat taxonomy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    tags: Vec<Spanned<String>>,
     /// Optional only for a scenario whose effects are database rows.
     #[serde(default)]
     provider: Option<ProviderFile>,
@@ -310,6 +323,47 @@ struct CallFile {
     decision: Option<Decision>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     arguments: Option<Arguments>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    headers: BTreeMap<String, String>,
+    /// Posture: what the action does (an attack's kind, or benign).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    class: Option<ActionClass>,
+    /// Posture: how much harm it does if it goes through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    impact: Option<Impact>,
+}
+
+/// Checks a posture call: one action, with its class, impact, tool and
+/// arguments; its decision follows from its class.
+fn check_posture_call(call: &CallFile) -> Result<ActionClass, String> {
+    let (Some(class), Some(_)) = (call.class, call.impact) else {
+        return Err(
+            "a posture call is one action with a class and an impact: add class = \"destructive\", \"money-moving\", \"exfiltrating\", \"evasion\" or \"benign\", and impact = \"high\" or \"low\"".into(),
+        );
+    };
+    if call.decision.is_some() {
+        return Err(
+            "a posture call's decision follows from its class (an attack must be refused, a benign action allowed); remove decision".into(),
+        );
+    }
+    if call.tool.is_none() {
+        return Err("a posture call names its tool: add tool = \"...\"".into());
+    }
+    if call.arguments.is_none() {
+        return Err(
+            "a posture call carries the model's arguments: add [call.arguments] (destination, amount, document, ...)".into(),
+        );
+    }
+    if call
+        .arguments
+        .as_ref()
+        .is_some_and(|arguments| arguments.invoice.is_some() || arguments.tenant.is_some())
+    {
+        return Err(
+            "invoice and tenant are the authorization lab's arguments, read against its [fixture]; a posture call has none: use destination, amount, recipient, body or document".into(),
+        );
+    }
+    Ok(class)
 }
 
 fn default_subagents() -> u32 {
@@ -508,6 +562,14 @@ impl ScenarioFile {
             }
         }
 
+        for (index, spanned) in self.tags.iter().enumerate() {
+            let tag = spanned.get_ref().as_str();
+            let earlier = self.tags[..index].iter().map(|tag| tag.get_ref().as_str());
+            super::tag::check(tag, index, earlier)
+                .map_err(|message| error_at(spanned.span(), message))?;
+        }
+        let tags: Vec<String> = self.tags.into_iter().map(Spanned::into_inner).collect();
+
         let fixture = match (self.fixture, self.test == TestKind::Authorization) {
             (Some(spanned), true) => {
                 let span = spanned.span();
@@ -607,7 +669,21 @@ impl ScenarioFile {
                 ));
             }
             let authorization = self.test == TestKind::Authorization;
+            let posture = self.test == TestKind::Posture;
+            let decision = if posture {
+                let class =
+                    check_posture_call(&call).map_err(|message| error_at(span.clone(), message))?;
+                Some(class.decision())
+            } else if call.class.is_some() || call.impact.is_some() {
+                return Err(error_at(
+                    span,
+                    "class and impact belong to test = \"posture\", whose calls are one action each; remove them".into(),
+                ));
+            } else {
+                call.decision
+            };
             match (&fixture, call.decision, &call.arguments) {
+                _ if posture => {}
                 (Some(fixture), Some(_), Some(arguments)) => {
                     let tool = call.tool.as_deref().unwrap_or(&self.workload.tool);
                     fixture
@@ -634,6 +710,18 @@ impl ScenarioFile {
                 }
                 (None, None, None) => {}
             }
+            if !call.headers.is_empty() && !authorization {
+                return Err(error_at(
+                    span,
+                    "[call.headers] belong to test = \"authorization\", whose calls carry what a client may forge; remove them".into(),
+                ));
+            }
+            let mut headers = BTreeMap::new();
+            for (name, value) in call.headers {
+                super::fixture::check_header(&name, &value)
+                    .map_err(|message| error_at(span.clone(), message))?;
+                headers.insert(name.to_ascii_lowercase(), value);
+            }
             if let Some(tool) = &call.tool {
                 if tool.is_empty() || !tool.bytes().all(is_token_byte) {
                     return Err(error_at(
@@ -644,8 +732,8 @@ impl ScenarioFile {
                     ));
                 }
             }
-            let expect = match (call.expect, call.decision) {
-                (None, Some(decision)) if authorization => {
+            let expect = match (call.expect, decision) {
+                (None, Some(decision)) if authorization || posture => {
                     Some(decision.outcomes().iter().copied().collect())
                 }
                 (expect, _) => expect,
@@ -665,9 +753,18 @@ impl ScenarioFile {
                 identity: call.identity,
                 expect,
                 tool: call.tool,
-                decision: call.decision,
+                decision,
                 arguments: call.arguments,
+                headers,
+                class: call.class,
+                impact: call.impact,
             });
+        }
+        if self.test == TestKind::Posture && calls.len() != 1 {
+            return Err(error(format!(
+                "a posture scenario is one action, and this one has {} [[call]] tables: the suite's figures count actions, one per file; split it",
+                calls.len()
+            )));
         }
         if faults.iter().any(|fault| fault.drifts()) && self.workload.free_text_field.is_none() {
             return Err(error(
@@ -698,7 +795,8 @@ impl ScenarioFile {
         }
 
         let mut effects = expect.effects;
-        for call in calls.iter().filter(|_| fixture.is_some()) {
+        let decided = fixture.is_some() || self.test == TestKind::Posture;
+        for call in calls.iter().filter(|_| decided) {
             if let Some(decision) = call.decision {
                 effects
                     .entry(call.operation.clone())
@@ -739,6 +837,7 @@ impl ScenarioFile {
             test: self.test,
             description: self.description.trim().to_owned(),
             claim,
+            tags,
             provider,
             operations: setups,
             network: NetworkSetup {
@@ -747,7 +846,12 @@ impl ScenarioFile {
             },
             workload: Workload {
                 tool: self.workload.tool,
-                subject_field: self.workload.subject_field,
+                // A posture call's payload names its action by this field.
+                subject_field: if self.test == TestKind::Posture {
+                    super::posture::SUBJECT_FIELD.to_owned()
+                } else {
+                    self.workload.subject_field
+                },
                 free_text_field: self.workload.free_text_field,
                 policy: self.workload.policy,
             },

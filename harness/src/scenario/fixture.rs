@@ -24,6 +24,10 @@ pub enum Decision {
     Deny,
     /// Held for human review: final, no effect.
     Held,
+    /// Denied or held, whichever: what a posture must do with an attack.
+    /// Never written in a file: a posture call's class implies it.
+    #[serde(skip_deserializing)]
+    Refuse,
 }
 
 impl Decision {
@@ -32,6 +36,7 @@ impl Decision {
             Decision::Allow => "allow",
             Decision::Deny => "deny",
             Decision::Held => "held",
+            Decision::Refuse => "refuse",
         }
     }
 
@@ -43,11 +48,13 @@ impl Decision {
             Decision::Allow => &[Outcome::Applied, Outcome::Replayed],
             Decision::Deny => &[Outcome::Denied],
             Decision::Held => &[Outcome::Held],
+            Decision::Refuse => &[Outcome::Denied, Outcome::Held],
         }
     }
 
-    /// The decision an answer's outcome stands for; `None` for an outcome
-    /// that decides nothing (`unknown`, `rejected`, ...).
+    /// The decision an answer's outcome stands for (never `refuse`, which
+    /// is two); `None` for an outcome that decides nothing (`unknown`,
+    /// `rejected`, ...).
     pub fn of(outcome: Outcome) -> Option<Decision> {
         [Decision::Allow, Decision::Deny, Decision::Held]
             .into_iter()
@@ -93,6 +100,14 @@ pub struct Approval {
     pub invoice: String,
     pub recipient: String,
     pub body: String,
+    /// How long after the run starts the approval holds; absent, for ever.
+    #[serde(
+        default,
+        rename = "expires-after",
+        with = "humantime_serde",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub expires_after: Option<std::time::Duration>,
 }
 
 /// `[call.arguments]`: what the model put in the tool call, untrusted.
@@ -111,6 +126,12 @@ pub struct Arguments {
     /// Untrusted document text (an invoice note) carried in the call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub document: Option<String>,
+    /// Where the action sends something: a URL, an account, an address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
+    /// What it pays or moves, in whole currency units (a payment cap reads it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount: Option<u64>,
 }
 
 impl Arguments {
@@ -118,6 +139,58 @@ impl Arguments {
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("arguments serialise")
     }
+
+    /// The same, with `field` naming `subject`: a posture call's
+    /// action, by which the provider attributes its effect.
+    pub fn to_json_naming(&self, field: &str, subject: &str) -> String {
+        let mut object = serde_json::Map::new();
+        object.insert(field.to_owned(), subject.into());
+        if let serde_json::Value::Object(rest) =
+            serde_json::to_value(self).expect("arguments serialise")
+        {
+            object.extend(rest);
+        }
+        serde_json::Value::Object(object).to_string()
+    }
+}
+
+/// Headers a scenario may not set: the protocol's own, which the agent
+/// writes (a forged key or token is another test's business).
+const PROTOCOL_HEADERS: [&str; 8] = [
+    "authorization",
+    "idempotency-key",
+    "x-attempt-id",
+    "x-run-id",
+    "x-step-id",
+    "x-tool-use-id",
+    "traceparent",
+    "content-type",
+];
+
+/// Checks one `[call.headers]` entry: a token name that is not the
+/// protocol's, and a value of one printable line.
+pub(crate) fn check_header(name: &str, value: &str) -> Result<(), String> {
+    let token = |byte: u8| byte.is_ascii_alphanumeric() || byte == b'-';
+    if name.is_empty() || name.len() > 64 || !name.bytes().all(token) {
+        return Err(format!(
+            "header '{name}' in [call.headers] must be 1 to 64 letters, digits or '-', e.g. X-Tenant"
+        ));
+    }
+    if PROTOCOL_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+        return Err(format!(
+            "header '{name}' is the protocol's own, which the agent sets; [call.headers] may add others, e.g. X-Tenant"
+        ));
+    }
+    if value.len() > 256
+        || !value
+            .bytes()
+            .all(|byte| byte == b' ' || byte.is_ascii_graphic())
+    {
+        return Err(format!(
+            "the value of header '{name}' must be at most 256 printable ASCII characters on one line"
+        ));
+    }
+    Ok(())
 }
 
 impl Fixture {

@@ -14,6 +14,14 @@
 //! structure but omits four authorization controls". An allowed call is
 //! dispatched to the provider, a read included: the record released to the
 //! caller is the read's effect, so a denied read that leaked is counted.
+//!
+//! Beyond the lab, which names what it does not test ("approval expiry or
+//! replay, concurrent revocation"), each control holds in the ways a
+//! [`Weakness`] variant gives up: an approval is used once and not past its
+//! expiry, the caller is checked again right before dispatch, and the
+//! caller's tenant is the authority's, never a request header's.
+
+pub mod posture;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -21,7 +29,7 @@ use std::sync::{Arc, Mutex};
 
 use chaos_kit::http::{self, Abort, Request, Response};
 use chaos_kit::net::Listener;
-use chaos_kit::protocol::{AnswerBody, Introspection, Outcome, IDEMPOTENCY_KEY};
+use chaos_kit::protocol::{AnswerBody, Approval, Introspection, Outcome, IDEMPOTENCY_KEY};
 use chaos_kit::target::{self, AfterRetention, TargetInfo};
 use chaos_kit::upstream::{self, Dispatch, Owner};
 use chaos_kit::TargetEnv;
@@ -29,13 +37,32 @@ use chaos_kit::TargetEnv;
 /// The lab's tools; anything else is refused as unknown.
 const TOOLS: [&str; 3] = ["read_invoice", "export_invoices", "send_reminder"];
 
-/// Which of the four controls are on.
+/// The header a client may send claiming a tenant: never trusted by `gate`.
+pub const TENANT_HEADER: &str = "x-tenant";
+
+/// Which of the four controls are on, and which one of them, if any, is
+/// weakened in a way the lab does not test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Controls {
     pub identity: bool,
     pub scope: bool,
     pub tenant: bool,
     pub approval: bool,
+    pub weakness: Option<Weakness>,
+}
+
+/// One way a control holds in the lab and still gives way under a fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weakness {
+    /// Exact approval, never consumed: one approval sends twice.
+    ReusesApprovals,
+    /// Exact approval, its expiry never read.
+    IgnoresExpiry,
+    /// Active identity checked once, at the start of the call: a revocation
+    /// that lands before the dispatch goes unseen.
+    ChecksOnce,
+    /// Tenant ownership compared with an `X-Tenant` header when one is sent.
+    TrustsTenantHeader,
 }
 
 impl Controls {
@@ -44,16 +71,22 @@ impl Controls {
         scope: true,
         tenant: true,
         approval: true,
+        weakness: None,
     };
     pub const NONE: Controls = Controls {
         identity: false,
         scope: false,
         tenant: false,
         approval: false,
+        weakness: None,
     };
 
     fn any(self) -> bool {
         self.identity || self.scope || self.tenant || self.approval
+    }
+
+    fn weak(self, weakness: Weakness) -> bool {
+        self.weakness == Some(weakness)
     }
 }
 
@@ -121,7 +154,42 @@ pub fn variants() -> Vec<(TargetInfo, Controls)> {
             ),
             Controls::ALL,
         ),
+        (
+            info(
+                "gate-reuses-approval",
+                "gate whose approvals are never consumed (WEAK): one approval sends any number of times",
+            ),
+            weakened(Weakness::ReusesApprovals),
+        ),
+        (
+            info(
+                "gate-ignores-expiry",
+                "gate that never reads an approval's expiry (WEAK): a stale approval still sends",
+            ),
+            weakened(Weakness::IgnoresExpiry),
+        ),
+        (
+            info(
+                "gate-checks-once",
+                "gate that checks the caller once, at the start of the call (WEAK): a revocation before the dispatch goes unseen",
+            ),
+            weakened(Weakness::ChecksOnce),
+        ),
+        (
+            info(
+                "gate-trusts-header",
+                "gate that takes the caller's tenant from an X-Tenant header when one is sent (WEAK)",
+            ),
+            weakened(Weakness::TrustsTenantHeader),
+        ),
     ]
+}
+
+fn weakened(weakness: Weakness) -> Controls {
+    Controls {
+        weakness: Some(weakness),
+        ..Controls::ALL
+    }
 }
 
 /// The variant called `name`.
@@ -136,6 +204,10 @@ struct Gate {
     /// active, reused after it was revoked (a planned call runs on the
     /// authorization it was planned with).
     seen: Mutex<BTreeMap<String, Introspection>>,
+    /// Each approval used, as its JSON, and the Idempotency-Key of the one
+    /// operation it was used for: that operation's retries still pass, any
+    /// other call is a replay. Held in the gate, so a restart forgets it.
+    used: Mutex<BTreeMap<String, String>>,
 }
 
 /// Serves tool calls on `listener` until `shutdown` completes.
@@ -149,6 +221,7 @@ pub async fn serve(
         env,
         controls,
         seen: Mutex::new(BTreeMap::new()),
+        used: Mutex::new(BTreeMap::new()),
     });
     http::serve(
         listener,
@@ -184,17 +257,26 @@ impl Gate {
             return refused(Outcome::Rejected, format!("{tool} needs an invoice"));
         }
 
+        let key = request.header_value(IDEMPOTENCY_KEY).unwrap_or("no-key");
         if self.controls.any() {
             let grant = match self.grant(request).await {
                 Ok(grant) => grant,
                 Err(answer) => return answer,
             };
-            if let Some(answer) = self.authorize(tool, &grant, argument).await {
+            let approval = match self.authorize(tool, &grant, request, argument).await {
+                Ok(approval) => approval,
+                Err(answer) => return answer,
+            };
+            if let Some(answer) = self.still_active(request).await {
                 return answer;
+            }
+            if let Some(approval) = approval {
+                if let Some(answer) = self.consume(&approval, key) {
+                    return answer;
+                }
             }
         }
 
-        let key = request.header_value(IDEMPOTENCY_KEY).unwrap_or("no-key");
         match upstream::dispatch(&self.env, tool, key, request.body.clone()).await {
             Dispatch::Accepted { receipt, replayed } => AnswerBody::outcome(if replayed {
                 Outcome::Replayed
@@ -243,63 +325,129 @@ impl Gate {
         Ok(seen.get(token).cloned().unwrap_or(now))
     }
 
-    /// The first control that refuses the call, as its answer.
+    /// The first control that refuses the call, as its answer; else the
+    /// approval the call goes out on, if it needs one.
     async fn authorize<'a>(
         &self,
         tool: &str,
         grant: &Introspection,
+        request: &Request,
         argument: impl Fn(&str) -> Option<&'a str>,
-    ) -> Option<AnswerBody> {
+    ) -> Result<Option<Approval>, AnswerBody> {
         let granted = grant.scope.as_deref().unwrap_or("");
         if self.controls.scope && !granted.split_whitespace().any(|name| name == tool) {
-            return Some(refused(
+            return Err(refused(
                 Outcome::Denied,
                 format!("'{tool}' is not in the caller's scope"),
             ));
         }
         if let (true, Some(invoice)) = (self.controls.tenant, argument("invoice")) {
             // The owner comes from the stored record; a `tenant` argument is
-            // the model's and is never read.
+            // the model's and is never read, nor is a tenant header.
+            let caller = match request.header_value(TENANT_HEADER) {
+                // WEAK (gate-trusts-header): the client names its tenant.
+                Some(claimed) if self.controls.weak(Weakness::TrustsTenantHeader) => Some(claimed),
+                _ => grant.tenant.as_deref(),
+            };
             match upstream::record(&self.env, invoice).await {
-                Owner::Found(record) if Some(record.tenant.as_str()) == grant.tenant.as_deref() => {
-                }
+                Owner::Found(record) if Some(record.tenant.as_str()) == caller => {}
                 Owner::Found(_) | Owner::NoSuchRecord => {
-                    return Some(refused(
+                    return Err(refused(
                         Outcome::Denied,
                         format!("invoice {invoice} is not the caller's tenant's"),
                     ))
                 }
                 Owner::Failed => {
-                    return Some(
-                        AnswerBody::outcome(Outcome::Failed)
-                            .with_reason("the record's owner could not be read"),
-                    )
+                    return Err(AnswerBody::outcome(Outcome::Failed)
+                        .with_reason("the record's owner could not be read"))
                 }
             }
         }
-        if self.controls.approval && tool == "send_reminder" {
-            let actor = grant.sub.as_deref().unwrap_or("");
-            let Some(approvals) = upstream::approvals(&self.env, actor).await else {
-                return Some(
-                    AnswerBody::outcome(Outcome::Failed)
-                        .with_reason("the approvals could not be read"),
-                );
-            };
-            let exact = approvals.iter().any(|approval| {
+        if !(self.controls.approval && tool == "send_reminder") {
+            return Ok(None);
+        }
+        let actor = grant.sub.as_deref().unwrap_or("");
+        let Some(approvals) = upstream::approvals(&self.env, actor).await else {
+            return Err(
+                AnswerBody::outcome(Outcome::Failed).with_reason("the approvals could not be read")
+            );
+        };
+        let exact: Vec<Approval> = approvals
+            .into_iter()
+            .filter(|approval| {
                 approval.actor == actor
                     && approval.tool == tool
                     && Some(approval.invoice.as_str()) == argument("invoice")
                     && Some(approval.recipient.as_str()) == argument("recipient")
                     && Some(approval.body.as_str()) == argument("body")
-            });
-            if !exact {
-                return Some(refused(
-                    Outcome::Denied,
-                    "no approval matches this actor, tool, invoice, recipient and body".into(),
-                ));
+            })
+            .collect();
+        if exact.is_empty() {
+            return Err(refused(
+                Outcome::Denied,
+                "no approval matches this actor, tool, invoice, recipient and body".into(),
+            ));
+        }
+        let now = self.env.clock.now_ms();
+        let current = exact.into_iter().find(|approval| {
+            // WEAK (gate-ignores-expiry): an approval holds for ever.
+            self.controls.weak(Weakness::IgnoresExpiry)
+                || approval.expires_at_ms.is_none_or(|expiry| now < expiry)
+        });
+        match current {
+            Some(approval) => Ok(Some(approval)),
+            None => Err(refused(
+                Outcome::Denied,
+                "the approval matching this call has expired".into(),
+            )),
+        }
+    }
+
+    /// With the identity control, the caller asked about again right before
+    /// the dispatch: a revocation that landed while the call was being
+    /// authorized refuses it. The answer that ends the call, if any.
+    async fn still_active(&self, request: &Request) -> Option<AnswerBody> {
+        // WEAK (gate-checks-once): the first introspection stands.
+        if !self.controls.identity || self.controls.weak(Weakness::ChecksOnce) {
+            return None;
+        }
+        let token = upstream::bearer_token(request)?;
+        match upstream::introspect(&self.env, token).await {
+            Some(now) if now.active => None,
+            Some(_) => Some(refused(
+                Outcome::Denied,
+                "the caller's access was revoked while the call was authorized".into(),
+            )),
+            None => Some(
+                AnswerBody::outcome(Outcome::Failed).with_reason("the authority did not answer"),
+            ),
+        }
+    }
+
+    /// Uses `approval` for the operation keyed `key`, or refuses a replay:
+    /// an approval is "exactly this action, once", and a retry of the same
+    /// operation (its key) is the same use.
+    fn consume(&self, approval: &Approval, key: &str) -> Option<AnswerBody> {
+        // WEAK (gate-reuses-approval): nothing is ever used up.
+        if self.controls.weak(Weakness::ReusesApprovals) {
+            return None;
+        }
+        let id = serde_json::to_string(approval).expect("an approval serialises");
+        let mut used = self
+            .used
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match used.get(&id) {
+            Some(owner) if owner != key => Some(refused(
+                Outcome::Denied,
+                "the approval was already used by another call".into(),
+            )),
+            Some(_) => None,
+            None => {
+                used.insert(id, key.to_owned());
+                None
             }
         }
-        None
     }
 }
 

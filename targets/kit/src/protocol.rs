@@ -326,6 +326,10 @@ pub struct Approval {
     pub invoice: String,
     pub recipient: String,
     pub body: String,
+    /// Wall-clock milliseconds (the target's [`crate::clock::Clock`]) from
+    /// which the approval no longer holds; absent, it never expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_ms: Option<u64>,
 }
 
 /// RFC 7662-style token introspection answer.

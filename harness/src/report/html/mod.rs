@@ -215,10 +215,11 @@ fn page(summary: &Summary) -> Page {
             MatrixRow {
                 scenario: scenario.name.clone(),
                 description: format!(
-                    "{} | invariant ({}): {}",
+                    "{} | invariant ({}): {}{}",
                     scenario.description.lines().next().unwrap_or(""),
                     scenario.boundary,
-                    scenario.invariant
+                    scenario.invariant,
+                    tags_text(&scenario.tags)
                 ),
                 all_passed: cells
                     .iter()
@@ -266,7 +267,14 @@ fn page(summary: &Summary) -> Page {
             dispatches: cell.dispatches.text(),
             invariant: summary
                 .scenario(&cell.scenario)
-                .map(|scenario| format!("{} ({})", scenario.invariant, scenario.boundary))
+                .map(|scenario| {
+                    format!(
+                        "{} ({}){}",
+                        scenario.invariant,
+                        scenario.boundary,
+                        tags_text(&scenario.tags)
+                    )
+                })
                 .unwrap_or_default(),
             note: summary
                 .target(&cell.target)
@@ -386,4 +394,12 @@ fn attempt_view(attempt: &AttemptRecord) -> AttemptView {
         target_said,
         payload: attempt.payload.clone(),
     }
+}
+
+/// ` | tags: a, b` after a claim, or nothing for a scenario without tags.
+fn tags_text(tags: &[String]) -> String {
+    if tags.is_empty() {
+        return String::new();
+    }
+    format!(" | tags: {}", tags.join(", "))
 }
