@@ -234,3 +234,40 @@ fn bench_live_times_both_ways_and_compares_the_verdicts() {
     assert_eq!(simulated.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("'ledger' is simulated"), "{stderr}");
 }
+
+/// A `/healthz` answered on the target's port by a process outside its
+/// process group is another program's, not the target's: the trial must
+/// not test it. (Two chaos runs side by side once handed one port to two
+/// targets, and a trial talked to another library's process.) The stray
+/// server here is the target's own child in a session of its own, which
+/// ends itself after a few seconds.
+#[test]
+fn a_port_another_program_answers_on_is_refused_not_tested() {
+    let dir = common::temp_dir("port-taken");
+    let stray = "import http.server, os, threading\n\
+host, port = os.environ['CHAOS_LISTEN_ADDR'].rsplit(':', 1)\n\
+class Healthy(http.server.BaseHTTPRequestHandler):\n    \
+def do_GET(self):\n        self.send_response(200)\n        self.end_headers()\n    \
+def log_message(self, *args):\n        pass\n\
+threading.Timer(5, os._exit, [0]).start()\n\
+http.server.HTTPServer((host, int(port)), Healthy).serve_forever()\n";
+    std::fs::write(dir.join("stray.py"), stray).unwrap();
+    std::fs::write(
+        dir.join("launcher.py"),
+        "import subprocess, sys, time\nsubprocess.Popen([sys.executable, 'stray.py'], start_new_session=True)\ntime.sleep(30)\n",
+    )
+    .unwrap();
+    let target = dir.join("taken.target.toml");
+    std::fs::write(
+        &target,
+        "name = \"taken\"\ncommand = [\"python3\", \"launcher.py\"]\nready-timeout = \"3s\"\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr, _) =
+        run(&dir, &["scenarios/changed-payload.toml"], &target, "1", &[]);
+    assert_eq!(code, Some(3), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("another program holds that port"),
+        "{stdout}{stderr}"
+    );
+}

@@ -64,6 +64,12 @@ pub(crate) enum Error {
         last: String,
         stderr: String,
     },
+    #[error("target '{target}' was told to listen on {addr}, but another program holds that port: GET /healthz there was answered by a process outside the target's process group (another chaos run, or a server left behind); free the port, or run again; the last lines of the target's stderr:\n{stderr}")]
+    PortTaken {
+        target: String,
+        addr: String,
+        stderr: String,
+    },
     #[error("target '{target}' listens on port {port} beyond 127.0.0.1 (kernel address {}): it must listen on CHAOS_LISTEN_ADDR ({addr}) only, or a test run would expose it to the network", exposed.join(", "))]
     Exposed {
         target: String,

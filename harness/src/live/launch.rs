@@ -121,6 +121,11 @@ impl TargetProcess {
         })
     }
 
+    /// Its process group: the target and everything it started.
+    pub(crate) fn group(&self) -> i32 {
+        self.group
+    }
+
     #[cfg(test)]
     pub(crate) fn pid(&self) -> u32 {
         self.child.id()

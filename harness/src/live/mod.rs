@@ -54,7 +54,7 @@ use crate::target_file::{RunFacts, TargetFile};
 use crate::trial::{Concurrency, Driver, Run};
 pub(crate) use error::{Error, Result};
 use launch::{describe_exit, Launch, TargetProcess};
-use net::{bind_loopback, exposed_listeners, reserve_port, GatedNetwork, LOOPBACK};
+use net::{bind_loopback, exposed_listeners, held_by_group, reserve_port, GatedNetwork, LOOPBACK};
 
 pub(crate) use launch::end_all as end_all_targets;
 
@@ -800,7 +800,19 @@ async fn start(
         }
         let last =
             match http::call(&TcpNetwork, addr, Request::get("/healthz"), PROBE_TIMEOUT).await {
-                Ok(response) if response.status == 200 => return Ok(Some(process)),
+                Ok(response) if response.status == 200 => {
+                    let port = addr.rsplit(':').next().and_then(|port| port.parse().ok());
+                    let taken = port.and_then(|port| held_by_group(port, process.group()));
+                    if taken == Some(false) {
+                        return Err(Error::PortTaken {
+                            target: target.name.clone(),
+                            addr: addr.to_owned(),
+                            stderr: process.stderr_tail(),
+                        }
+                        .into());
+                    }
+                    return Ok(Some(process));
+                }
                 Ok(response) => format!("status {}", response.status),
                 Err(failure) => failure.to_string(),
             };

@@ -1,7 +1,9 @@
 //! The real network, as the harness uses it live: everything on 127.0.0.1.
 
+use std::collections::BTreeSet;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Mutex;
 
 use chaos_kit::net::{BoxFuture, BoxStream, Network, TcpNetwork};
 use tokio::sync::watch;
@@ -16,11 +18,93 @@ pub(crate) fn bind_loopback() -> io::Result<std::net::TcpListener> {
 }
 
 /// A free port on 127.0.0.1 for the target: the OS picks it, and it is
-/// released for the target to bind. (Another process could take it in
-/// between; the target then fails to start, and says so on its stderr.)
+/// released for the target to bind. Never one this run handed out before:
+/// the OS may offer a released port again, and two of this run's targets
+/// (`parallel = N`) must not be told the same one. (Another program could
+/// still take it in between; [`held_by_group`] finds out.)
 pub(crate) fn reserve_port() -> io::Result<u16> {
-    let listener = std::net::TcpListener::bind(SocketAddr::from((LOOPBACK, 0)))?;
-    Ok(listener.local_addr()?.port())
+    static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    for _ in 0..64 {
+        let listener = std::net::TcpListener::bind(SocketAddr::from((LOOPBACK, 0)))?;
+        let port = listener.local_addr()?.port();
+        let mut handed_out = HANDED_OUT
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if handed_out.insert(port) {
+            return Ok(port);
+        }
+    }
+    Err(io::Error::other(
+        "the OS kept offering ports this run had already handed out",
+    ))
+}
+
+/// Whether the socket listening on 127.0.0.1:`port` belongs to a process
+/// of process group `group` (the target's): a `/healthz` answered on the
+/// port proves nothing if another program took the port first (another
+/// chaos run, a stray server), and the target failed to bind but kept
+/// running. `None` when the kernel's tables cannot tell (no `/proc`).
+pub(crate) fn held_by_group(port: u16, group: i32) -> Option<bool> {
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).ok()?;
+        inodes.extend(listening_inodes(&text, port));
+    }
+    if inodes.is_empty() {
+        return Some(false);
+    }
+    let sockets: Vec<String> = inodes
+        .iter()
+        .map(|inode| format!("socket:[{inode}]"))
+        .collect();
+    let members = std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| process_group(*pid) == Some(group));
+    for pid in members {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        let holds = fds.filter_map(Result::ok).any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|link| {
+                sockets
+                    .iter()
+                    .any(|socket| link.as_os_str() == socket.as_str())
+            })
+        });
+        if holds {
+            return Some(true);
+        }
+    }
+    Some(false)
+}
+
+/// The process group of `pid`, from `/proc/<pid>/stat` (the fifth field,
+/// counted after the command name, which may hold spaces).
+fn process_group(pid: u32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok()
+}
+
+/// The inodes of the sockets listening (state `0A`) on `port` in one
+/// `/proc/net/tcp{,6}` table.
+fn listening_inodes(table: &str, port: u16) -> Vec<u64> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (local, state, inode) = (fields.get(1)?, fields.get(3)?, fields.get(9)?);
+            let (_, port_hex) = local.split_once(':')?;
+            let on_port = u16::from_str_radix(port_hex, 16).ok()? == port;
+            (*state == "0A" && on_port).then(|| inode.parse().ok())?
+        })
+        .collect()
 }
 
 /// The addresses something listens on at `port` beyond loopback (e.g.
@@ -87,6 +171,21 @@ impl Network for GatedNetwork {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_port_is_handed_out_once_and_its_listener_is_found_in_its_group() {
+        let ports: BTreeSet<u16> = (0..50).map(|_| reserve_port().unwrap()).collect();
+        assert_eq!(ports.len(), 50);
+
+        let listener = bind_loopback().unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let ours = nix::unistd::getpgrp().as_raw();
+        assert_eq!(held_by_group(port, ours), Some(true));
+        // Not by a group that does not hold it, nor on a port nobody holds.
+        assert_eq!(held_by_group(port, ours + 1), Some(false));
+        drop(listener);
+        assert_eq!(held_by_group(port, ours), Some(false));
+    }
 
     #[test]
     fn the_harness_listens_on_loopback_only() {
