@@ -305,39 +305,35 @@ pub(crate) fn bench_live(
             crate::runner::run(scenarios, std::slice::from_ref(target), sweep, &(), cancel)?;
         Some((started.elapsed(), summary))
     };
-    let mut figures = LiveFigures {
+    // Rounds alternate, so both ways see the same machine.
+    let mut times: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    let mut runs: Vec<Vec<CellFigures>> = Vec::new();
+    for _ in 0..rounds {
+        for (way, target) in [&one_per_trial, &as_configured].into_iter().enumerate() {
+            let (elapsed, summary) = timed(target)?;
+            times[way].push(elapsed);
+            runs.push(cell_figures(&summary));
+        }
+    }
+    let mut verdicts_differ: Vec<String> = Vec::new();
+    for run in &runs[1..] {
+        for (want, got) in runs[0].iter().zip(run) {
+            if want != got && !verdicts_differ.contains(&got.0) {
+                verdicts_differ.push(got.0.clone());
+            }
+        }
+    }
+    let [one_process_per_trial, as_configured] = times;
+    Some(LiveFigures {
         target: file.name.clone(),
         scenarios: scenarios.len(),
         trials_per_cell: trials,
         parallel: file.parallel,
         fresh_process: file.fresh_process,
-        one_process_per_trial: Vec::new(),
-        as_configured: Vec::new(),
-        verdicts_differ: Vec::new(),
-    };
-    let mut first: Option<Vec<CellFigures>> = None;
-    for _ in 0..rounds {
-        for (target, times) in [(&one_per_trial, 0), (&as_configured, 1)] {
-            let (elapsed, summary) = timed(target)?;
-            if times == 0 {
-                figures.one_process_per_trial.push(elapsed);
-            } else {
-                figures.as_configured.push(elapsed);
-            }
-            let cells = cell_figures(&summary);
-            match &first {
-                None => first = Some(cells),
-                Some(expected) => {
-                    for (want, got) in expected.iter().zip(&cells) {
-                        if want != got && !figures.verdicts_differ.contains(&got.0) {
-                            figures.verdicts_differ.push(got.0.clone());
-                        }
-                    }
-                }
-            }
-        }
-    }
-    Some(figures)
+        one_process_per_trial,
+        as_configured,
+        verdicts_differ,
+    })
 }
 
 /// (scenario, verdict, failing seeds, most effects) of each cell.

@@ -43,20 +43,7 @@ fn the_lab_reproduces_the_published_figures_exactly() {
     assert_eq!(opened("gate-no-approval"), (5, vec![4, 6]));
     assert_eq!(opened("gate-no-scope"), (6, vec![3]));
     assert_eq!(opened("gate-no-identity"), (6, vec![7]));
-    // Every opened case failed on its decision: a denied call that leaked
-    // is a wrong decision, never only a count.
-    for cell in summary
-        .cells
-        .iter()
-        .filter(|cell| cell.verdict == chaos::Status::Fail)
-    {
-        let reason = cell.reason.as_deref().unwrap_or("");
-        assert!(
-            reason.starts_with("wrong-decision: "),
-            "{}: {reason}",
-            cell.target
-        );
-    }
+    assert_failures_are_wrong_decisions(&summary);
 }
 
 fn beyond() -> Vec<Scenario> {
@@ -113,6 +100,12 @@ fn each_fault_beyond_the_lab_is_caught_by_its_weakened_variant() {
         opened_by(3),
         ["baseline", "gate-no-tenant", "gate-trusts-header"]
     );
+    assert_failures_are_wrong_decisions(&summary);
+}
+
+/// Every opened case failed on its decision: a denied call that leaked is
+/// a wrong decision, never only a count.
+fn assert_failures_are_wrong_decisions(summary: &chaos::report::Summary) {
     for cell in summary
         .cells
         .iter()
@@ -151,53 +144,22 @@ fn the_lab_cannot_see_the_weaknesses_beyond_it() {
     }
 }
 
-/// The documented command, as `reports/README.md` states it.
-fn documented_command() -> String {
-    let readme = std::fs::read_to_string(common::repo_root().join("reports/README.md"))
-        .expect("reports/README.md exists");
-    readme
-        .lines()
-        .find(|line| {
-            line.starts_with("cargo run --release -p chaos -- run scenarios/authorization/")
-        })
-        .expect("reports/README.md documents the authorization lab's command")
-        .to_owned()
-}
-
 #[test]
 fn the_checked_in_lab_report_is_fresh() {
-    let command = documented_command();
+    let command =
+        common::documented_command("cargo run --release -p chaos -- run scenarios/authorization/");
     assert_eq!(
         command,
         decisions::COMMAND,
         "reports/README.md and the report's own command drifted apart"
     );
     let out = common::temp_dir("seeds");
-    let mut arguments: Vec<String> = Vec::new();
-    let mut words = command.split_once(" -- ").unwrap().1.split_whitespace();
-    while let Some(word) = words.next() {
-        match word {
-            glob if glob.ends_with("/*.toml") => {
-                let dir = glob.trim_end_matches("/*.toml");
-                let mut paths: Vec<String> = std::fs::read_dir(common::repo_root().join(dir))
-                    .unwrap()
-                    .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-                    .filter(|name| name.ends_with(".toml"))
-                    .map(|name| format!("{dir}/{name}"))
-                    .collect();
-                paths.sort();
-                arguments.extend(paths);
-            }
-            "--out" => {
-                assert_eq!(words.next(), Some("reports/seeds"));
-                arguments.push("--out".into());
-                arguments.push(out.display().to_string());
-            }
-            other => arguments.push(other.to_owned()),
-        }
-    }
     let output = common::chaos_command()
-        .args(&arguments)
+        .args(common::documented_arguments(
+            &command,
+            "reports/seeds",
+            &out,
+        ))
         .output()
         .expect("chaos runs");
     assert_eq!(

@@ -121,3 +121,45 @@ pub fn trial(scenario: &Scenario, target: &SimTarget, seed: u64) -> (Verdict, Op
     let judged = chaos::judge(scenario, &Target::Sim(target.clone()), seed);
     (judged.verdict, judged.run)
 }
+
+/// The line of `reports/README.md` that starts with `prefix`: the command
+/// that regenerates a checked-in report, as the documentation states it.
+pub fn documented_command(prefix: &str) -> String {
+    let readme = std::fs::read_to_string(repo_root().join("reports/README.md"))
+        .expect("reports/README.md exists");
+    readme
+        .lines()
+        .find(|line| line.starts_with(prefix))
+        .unwrap_or_else(|| panic!("reports/README.md documents a command starting {prefix}"))
+        .to_owned()
+}
+
+/// The arguments of a documented `cargo run ... -- run ...` command as the
+/// test runs them: each `dir/*.toml` glob expanded as a shell would (sorted),
+/// and `--out <documented_out>` sent to `out` instead.
+pub fn documented_arguments(command: &str, documented_out: &str, out: &Path) -> Vec<String> {
+    let mut arguments: Vec<String> = Vec::new();
+    let mut words = command.split_once(" -- ").unwrap().1.split_whitespace();
+    while let Some(word) = words.next() {
+        match word {
+            glob if glob.ends_with("/*.toml") => {
+                let dir = glob.trim_end_matches("/*.toml");
+                let mut paths: Vec<String> = std::fs::read_dir(repo_root().join(dir))
+                    .unwrap()
+                    .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+                    .filter(|name| name.ends_with(".toml"))
+                    .map(|name| format!("{dir}/{name}"))
+                    .collect();
+                paths.sort();
+                arguments.extend(paths);
+            }
+            "--out" => {
+                assert_eq!(words.next(), Some(documented_out));
+                arguments.push("--out".into());
+                arguments.push(out.display().to_string());
+            }
+            other => arguments.push(other.to_owned()),
+        }
+    }
+    arguments
+}

@@ -102,51 +102,22 @@ fn the_postures_reproduce_the_published_shape() {
     }
 }
 
-/// The documented command, as `reports/README.md` states it.
-fn documented_command() -> String {
-    let readme = std::fs::read_to_string(common::repo_root().join("reports/README.md"))
-        .expect("reports/README.md exists");
-    readme
-        .lines()
-        .find(|line| line.starts_with("cargo run --release -p chaos -- run scenarios/posture/"))
-        .expect("reports/README.md documents the posture benchmark's command")
-        .to_owned()
-}
-
 #[test]
 fn the_checked_in_posture_report_is_fresh() {
-    let command = documented_command();
+    let command =
+        common::documented_command("cargo run --release -p chaos -- run scenarios/posture/");
     assert_eq!(
         command,
         posture::COMMAND,
         "reports/README.md and the report's own command drifted apart"
     );
     let out = common::temp_dir("posture");
-    let mut arguments: Vec<String> = Vec::new();
-    let mut words = command.split_once(" -- ").unwrap().1.split_whitespace();
-    while let Some(word) = words.next() {
-        match word {
-            glob if glob.ends_with("/*.toml") => {
-                let dir = glob.trim_end_matches("/*.toml");
-                let mut paths: Vec<String> = std::fs::read_dir(common::repo_root().join(dir))
-                    .unwrap()
-                    .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-                    .filter(|name| name.ends_with(".toml"))
-                    .map(|name| format!("{dir}/{name}"))
-                    .collect();
-                paths.sort();
-                arguments.extend(paths);
-            }
-            "--out" => {
-                assert_eq!(words.next(), Some("reports/seeds"));
-                arguments.push("--out".into());
-                arguments.push(out.display().to_string());
-            }
-            other => arguments.push(other.to_owned()),
-        }
-    }
     let output = common::chaos_command()
-        .args(&arguments)
+        .args(common::documented_arguments(
+            &command,
+            "reports/seeds",
+            &out,
+        ))
         .output()
         .expect("chaos runs");
     assert_eq!(

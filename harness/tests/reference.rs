@@ -7,53 +7,6 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-/// The documented command's arguments after `--`, read from reports/README.md
-/// so the documentation and the test cannot drift apart.
-fn documented_arguments() -> (String, Vec<String>) {
-    let readme = std::fs::read_to_string(common::repo_root().join("reports/README.md"))
-        .expect("reports/README.md exists");
-    let line = readme
-        .lines()
-        .find(|line| line.starts_with("cargo run --release -p chaos -- run "))
-        .expect("reports/README.md documents the regeneration command")
-        .to_owned();
-    let arguments = line
-        .split_once(" -- ")
-        .expect("the command passes its arguments after --")
-        .1
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect();
-    (line, arguments)
-}
-
-/// Expands `scenarios/*.toml` as a shell would (sorted), and sends `--out`
-/// into `out`.
-fn expand(arguments: &[String], out: &Path) -> Vec<String> {
-    let mut expanded = Vec::new();
-    let mut arguments = arguments.iter();
-    while let Some(argument) = arguments.next() {
-        if argument == "scenarios/*.toml" {
-            let mut paths: Vec<String> = std::fs::read_dir(common::scenarios_dir())
-                .unwrap()
-                .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-                .filter(|name| name.ends_with(".toml"))
-                .map(|name| format!("scenarios/{name}"))
-                .collect();
-            paths.sort();
-            expanded.extend(paths);
-        } else if argument == "--out" {
-            let documented = arguments.next().expect("--out has a value");
-            assert_eq!(documented, "reports/reference");
-            expanded.push("--out".into());
-            expanded.push(out.display().to_string());
-        } else {
-            expanded.push(argument.clone());
-        }
-    }
-    expanded
-}
-
 fn files_in(dir: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|error| panic!("{}: {error}", dir.display()))
@@ -65,10 +18,15 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn the_checked_in_reference_reports_are_fresh() {
-    let (command, arguments) = documented_arguments();
+    // The first documented `chaos run`: the reference comparison's.
+    let command = common::documented_command("cargo run --release -p chaos -- run ");
     let out = common::temp_dir("reference");
     let output = common::chaos_command()
-        .args(expand(&arguments, &out))
+        .args(common::documented_arguments(
+            &command,
+            "reports/reference",
+            &out,
+        ))
         .output()
         .expect("chaos runs");
     assert_eq!(

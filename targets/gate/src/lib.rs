@@ -90,15 +90,19 @@ impl Controls {
     }
 }
 
-/// Every variant, in report order: the baseline, each control taken out,
-/// then all four.
-pub fn variants() -> Vec<(TargetInfo, Controls)> {
-    let info = |name: &str, summary: &str| TargetInfo {
+/// A gate remembers nothing between calls that a retention could expire.
+pub(crate) fn info(name: &str, summary: &str) -> TargetInfo {
+    TargetInfo {
         name: name.into(),
         summary: summary.into(),
         retention: None,
         after_retention: AfterRetention::NewOperation,
-    };
+    }
+}
+
+/// Every variant, in report order: the baseline, each control taken out,
+/// then all four.
+pub fn variants() -> Vec<(TargetInfo, Controls)> {
     vec![
         (
             info(

@@ -17,7 +17,9 @@ use std::sync::Arc;
 use chaos_kit::http::{self, Abort, Request, Response};
 use chaos_kit::net::Listener;
 use chaos_kit::protocol::{AnswerBody, Outcome, IDEMPOTENCY_KEY};
-use chaos_kit::target::{self, AfterRetention, TargetInfo};
+use chaos_kit::target::{self, TargetInfo};
+
+use crate::info;
 use chaos_kit::upstream::{self, Dispatch};
 use chaos_kit::TargetEnv;
 
@@ -78,12 +80,6 @@ const ALLOWED: [&str; 10] = [
 
 /// Every posture, in report order.
 pub fn postures() -> Vec<(TargetInfo, Posture)> {
-    let info = |name: &str, summary: &str| TargetInfo {
-        name: name.into(),
-        summary: summary.into(),
-        retention: None,
-        after_retention: AfterRetention::NewOperation,
-    };
     vec![
         (
             info(
