@@ -23,6 +23,8 @@
 //!   shards, compares reports;
 //! - [`explore`]: generates fault schedules, judges each as a trial, and
 //!   shrinks a failure into a scenario file;
+//! - `probe` and `init_target`: first contact with a user's own service: four
+//!   calls against it with what it did, and a commented target file for it;
 //! - [`cli`]: the `chaos` command's flags and presenters, over these verbs.
 //!
 //! The verbs are [`run`] (a sweep into a summary) and [`judge`] (one trial);
@@ -41,9 +43,11 @@ pub(crate) mod check;
 pub(crate) mod error;
 pub(crate) mod exit;
 pub(crate) mod fs;
+pub(crate) mod init_target;
 pub(crate) mod input;
 pub(crate) mod live;
 pub(crate) mod plan;
+pub(crate) mod probe;
 pub(crate) mod roles;
 pub(crate) mod runner;
 pub(crate) mod sim;

@@ -27,6 +27,10 @@
 //! [effects]                           # optional: effects are rows in the target's database
 //! database = "postgresql://postgres@127.0.0.1:5432/test"
 //! query = "SELECT id::text FROM reminders WHERE invoice = $1"
+//!
+//! [authority]                         # optional: the target keeps its callers in its own store
+//! grant = ["psql", "...", "-qc", "INSERT INTO api_keys VALUES ('{token}', '{tenant}', '{scope}')"]
+//! revoke = ["psql", "...", "-qc", "UPDATE api_keys SET active = {active} WHERE token = '{token}'"]
 //! ```
 
 use std::collections::BTreeMap;
@@ -73,6 +77,8 @@ pub struct TargetFile {
     /// Where the effects are, when they are rows in the target's own
     /// database rather than requests to the provider.
     pub effects: Option<EffectsQuery>,
+    /// How grants and revocations reach a target that keeps its own callers.
+    pub(crate) authority: Option<crate::live::authority::AuthorityCommands>,
 }
 
 /// `[effects]`: the query that lists an operation's effects in the
@@ -181,6 +187,22 @@ struct File {
     retention: Option<RetentionFile>,
     #[serde(default)]
     effects: Option<Spanned<EffectsFile>>,
+    #[serde(default)]
+    authority: Option<Spanned<AuthorityFile>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct AuthorityFile {
+    #[serde(default)]
+    grant: Option<Vec<String>>,
+    revoke: Vec<String>,
+    #[serde(default = "default_authority_timeout", with = "humantime_serde")]
+    timeout: Duration,
+}
+
+fn default_authority_timeout() -> Duration {
+    Duration::from_secs(10)
 }
 
 #[derive(Debug, Deserialize)]
@@ -400,6 +422,21 @@ impl File {
             None => None,
         };
 
+        let authority = match self.authority {
+            Some(authority) => {
+                let span = authority.span();
+                let authority = authority.into_inner();
+                let commands = crate::live::authority::AuthorityCommands::new(
+                    authority.grant.map(expand_profile),
+                    expand_profile(authority.revoke),
+                    authority.timeout,
+                )
+                .map_err(|why| error_at(span, why))?;
+                Some(commands)
+            }
+            None => None,
+        };
+
         Ok(TargetFile {
             name,
             summary: self.summary.trim().to_owned(),
@@ -418,6 +455,7 @@ impl File {
                 shorten: retention.shorten,
             }),
             effects,
+            authority,
         })
     }
 }

@@ -74,6 +74,10 @@ RETENTION_MS = env_ms("CHAOS_RETENTION_MS") or 7 * 24 * 3600 * 1000
 STATE_FILE = os.path.join(env("CHAOS_STATE_DIR", "."), "records.json")
 # "lab": the authorization lab's four controls on its tools (python-gate.target.toml).
 CONTROLS = os.environ.get("CONTROLS", "")
+# "own": the callers are rows of its own SQLite table (callers.py), the way a
+# service keeps its API keys, instead of asking the authority
+# (own-callers.target.toml: chaos writes grants and revocations there).
+CALLERS = os.environ.get("CALLERS", "authority")
 LAB_TOOLS = ("read_invoice", "export_invoices", "send_reminder")
 
 
@@ -193,6 +197,13 @@ def introspect(token):
         return json.loads(answer[2])
     except ValueError:
         return None
+
+
+def own_grant(token):
+    """The caller's grant from its own table, in introspection's shape."""
+    import callers  # beside this file; only this mode needs sqlite3
+
+    return callers.grant_of(token)
 
 
 def owner(invoice):
@@ -347,7 +358,7 @@ def tool_call(tool, headers, raw_body):
     token = authorization[len("Bearer "):] if authorization.startswith("Bearer ") else None
     if token is None:
         return answer("denied", 403)
-    grant = introspect(token)
+    grant = introspect(token) if CALLERS == "authority" else own_grant(token)
     if grant is None:
         return answer("unknown", 503, reason="authority unreachable; nothing was done")
     if not grant.get("active") or tool not in (grant.get("scope") or "").split():

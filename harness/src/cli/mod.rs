@@ -9,8 +9,10 @@
 mod bench;
 mod compare;
 mod explore;
+mod init_target;
 mod list;
 mod merge;
+mod probe;
 mod run;
 mod signal;
 pub(crate) mod stdout;
@@ -56,6 +58,11 @@ enum Command {
     /// Show reports side by side (targets as columns, scenarios as rows) and
     /// the regressions between reports of the same target; exits 1 on a regression.
     Compare(compare::CompareArgs),
+    /// Walk one call of each kind (first call, identical retry, changed
+    /// payload, revoked caller) against a live target, and say what it did.
+    Probe(probe::ProbeArgs),
+    /// Write a commented target file for the service in a folder.
+    InitTarget(init_target::InitTargetArgs),
 }
 
 /// Runs the command the flags name.
@@ -67,6 +74,8 @@ pub fn run(cli: Cli) -> Result<Exit, Error> {
         Command::Explore(args) => explore::explore(args),
         Command::Merge(args) => merge::merge(args),
         Command::Compare(args) => compare::compare(args),
+        Command::Probe(args) => probe::probe(args),
+        Command::InitTarget(args) => init_target::init_target(args),
     }
 }
 

@@ -80,6 +80,8 @@ pub(crate) enum Error {
 
     #[error("target '{target}' [effects]: {why}")]
     Effects { target: String, why: String },
+    #[error("target '{target}': {why}; the run cannot be judged on a grant its store never got (fix the command in the target file's [authority], and try it by hand)")]
+    Authority { target: String, why: String },
 
     // ---- a run cut short -----------------------------------------------------
     #[error("the agent failed: {0}")]

@@ -21,6 +21,7 @@
 //! [`RunOutput`], judged by the same checkers; a trial that could not run at
 //! all is an honest `unknown`.
 
+pub(crate) mod authority;
 mod effects;
 mod error;
 mod launch;
@@ -328,6 +329,7 @@ async fn drive(
         Arc::new(HarnessClock::system()),
         time.provider_retention,
         time.clock_waits.clone(),
+        Some(&time.approval_expiries),
     );
 
     // The harness's servers, on the slot's ports on 127.0.0.1 (a kept
@@ -391,6 +393,24 @@ async fn drive(
             (launch, process, process_dir)
         }
     };
+
+    // A target that keeps its own callers learns of this trial's tokens
+    // before the first call, and of each revocation at its protocol point.
+    if let Some(commands) = &target.authority {
+        cast.authority
+            .adapted_by(Arc::new(authority::CommandAdapter {
+                commands: commands.clone(),
+                workdir: target.workdir.clone(),
+                env: launch.env.clone(),
+            }));
+        if let Some(why) = cast.authority.adapter_failure() {
+            return Err(Error::Authority {
+                target: target.name.clone(),
+                why,
+            }
+            .into());
+        }
+    }
 
     let (gate, gate_open) = watch::channel(true);
     let env = cast.agent_env(
@@ -519,6 +539,16 @@ async fn drive(
         }
     }
     agent.abort();
+    // A revocation its store never got would be judged as the target's
+    // fault: the trial did not happen as the scenario says, so it is not run.
+    if let Some(why) = cast.authority.adapter_failure() {
+        process.kill();
+        return Err(Error::Authority {
+            target: target.name.clone(),
+            why,
+        }
+        .into());
+    }
     // A target that answers nothing at all hangs: its cell cannot be judged.
     let attempts = cast.attempts();
     let unanswered = attempts.iter().all(|attempt| {

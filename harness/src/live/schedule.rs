@@ -9,6 +9,10 @@
 //! crosses, and no other. When that cannot be done (a retention the target
 //! cannot shorten and that is too long to wait), the trial is not run: its
 //! verdict is an honest `unknown` naming why, never a silent pass.
+//!
+//! An approval's `expires-after` is a milestone like a retention: the
+//! authority records it shortened for the run, on the same side of every
+//! retention as declared, and a jump past it waits it out.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -40,6 +44,9 @@ pub(crate) struct LiveTime {
     pub(crate) target_retention: Option<Duration>,
     /// The scenario's clock jumps, by fault index, as waits.
     pub(crate) clock_waits: BTreeMap<usize, ClockWait>,
+    /// How long each fixture approval holds for this run, in the fixture's
+    /// order: the declared `expires-after`, or the shortened one of a jump.
+    pub(crate) approval_expiries: Vec<Option<Duration>>,
 }
 
 /// Decides the retentions and waits of a live run of `scenario` against a
@@ -78,12 +85,19 @@ pub(crate) fn live_time(
         ProviderProfile::Keyed | ProviderProfile::Lookup => scenario.provider.retention,
     };
     let target_declared = retention.map(|retention| retention.period);
+    let approvals_declared: Vec<Option<Duration>> = scenario
+        .fixture
+        .iter()
+        .flat_map(|fixture| &fixture.approvals)
+        .map(|approval| approval.expires_after)
+        .collect();
     if jumps.is_empty() {
         // Nothing expires during the run: the declared retentions stand.
         return Ok(LiveTime {
             provider_retention: scenario.provider.retention,
             target_retention: target_declared,
             clock_waits: BTreeMap::new(),
+            approval_expiries: approvals_declared,
         });
     }
 
@@ -116,24 +130,38 @@ pub(crate) fn live_time(
     };
 
     // (declared, live, what it is) for each retention a jump may cross.
-    let milestones: Vec<(Duration, Duration, &str)> = [
+    let mut milestones: Vec<(Duration, Duration, String)> = [
         provider_declared
             .zip(provider_live)
-            .map(|(d, l)| (d, l, "the provider's retention")),
+            .map(|(d, l)| (d, l, "the provider's retention".to_owned())),
         target_declared
             .zip(target_live)
-            .map(|(d, l)| (d, l, "the target's declared retention")),
+            .map(|(d, l)| (d, l, "the target's declared retention".to_owned())),
     ]
     .into_iter()
     .flatten()
     .collect();
+    let approval_expiries = shorten_approvals(&approvals_declared, &milestones)?;
+    for (number, (declared, live)) in approvals_declared
+        .iter()
+        .zip(&approval_expiries)
+        .enumerate()
+    {
+        if let (Some(declared), Some(live)) = (declared, live) {
+            milestones.push((
+                *declared,
+                *live,
+                format!("approval {}'s expiry", number + 1),
+            ));
+        }
+    }
 
     let mut clock_waits = BTreeMap::new();
     let mut jumped = Duration::ZERO;
     let mut waited = Duration::ZERO;
     for (index, by) in jumps {
         jumped += by;
-        let crossed: Vec<&(Duration, Duration, &str)> = milestones
+        let crossed: Vec<&(Duration, Duration, String)> = milestones
             .iter()
             .filter(|(declared, _, _)| *declared <= jumped)
             .collect();
@@ -148,7 +176,7 @@ pub(crate) fn live_time(
                  (its target file says retention.shorten = false), and waiting {} is past the live limit of {}. \
                  Let the target read CHAOS_RETENTION_MS and set shorten = true, or run this scenario in the simulator",
                 humantime::format_duration(by),
-                crossed.iter().map(|(_, _, what)| *what).collect::<Vec<_>>().join(" and "),
+                crossed.iter().map(|(_, _, what)| what.as_str()).collect::<Vec<_>>().join(" and "),
                 humantime::format_duration(target_declared.unwrap_or_default()),
                 humantime::format_duration(until),
                 humantime::format_duration(WAIT_LIMIT),
@@ -189,7 +217,55 @@ pub(crate) fn live_time(
         provider_retention: provider_live.or(scenario.provider.retention),
         target_retention: target_live.or(target_declared),
         clock_waits,
+        approval_expiries,
     })
+}
+
+/// Each approval's expiry for the run, placed between the shortened
+/// retentions exactly as its declared expiry lies between the declared ones,
+/// so a jump crosses the same milestones live as in the simulator. Nobody
+/// else reads an approval's expiry, so it can always be shortened; the only
+/// impossible case is one equal to a retention that is not.
+fn shorten_approvals(
+    declared: &[Option<Duration>],
+    retentions: &[(Duration, Duration, String)],
+) -> Result<Vec<Option<Duration>>, String> {
+    declared
+        .iter()
+        .map(|expiry| {
+            let Some(expiry) = *expiry else {
+                return Ok(None);
+            };
+            if let Some((_, live, _)) = retentions.iter().find(|(d, _, _)| *d == expiry) {
+                return Ok(Some(*live));
+            }
+            let below = retentions
+                .iter()
+                .filter(|(d, _, _)| *d < expiry)
+                .map(|(_, live, _)| *live)
+                .max()
+                .unwrap_or(Duration::ZERO);
+            let above = retentions
+                .iter()
+                .filter(|(d, _, _)| *d > expiry)
+                .map(|(_, live, _)| *live)
+                .min();
+            let live = match above {
+                Some(above) if above <= below => {
+                    return Err(format!(
+                        "an approval's expires-after = \"{}\" lies between retentions that are {} apart for the run; \
+                         run this scenario in the simulator",
+                        humantime::format_duration(expiry),
+                        humantime::format_duration(above.saturating_sub(below)),
+                    ))
+                }
+                // Halfway, so a wait past it (with its margin) stays short of the next.
+                Some(above) => below + (above - below) / 2,
+                None => below + SHORT,
+            };
+            Ok(Some(live))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -278,6 +354,52 @@ mod tests {
         // ...unless the jump does not reach it.
         let time = live_time(&scenario("25h"), declared("7days", false)).unwrap();
         assert_eq!(time.clock_waits[&0].wait, SHORT + MARGIN);
+    }
+
+    fn with_approval(expires_after: &str, jump: &str) -> Scenario {
+        let text = format!(
+            "test = \"authorization\"\ndescription = \"d\"\n[provider]\nprofile = \"keyed\"\nretention = \"24h\"\n\
+             [fixture]\nactor = \"alex\"\ntenant = \"north\"\nscope = [\"send_reminder\"]\n\
+             [fixture.records]\nINV-A = \"north\"\n\
+             [[fixture.approval]]\nactor = \"alex\"\ntool = \"send_reminder\"\ninvoice = \"INV-A\"\n\
+             recipient = \"r\"\nbody = \"b\"\nexpires-after = \"{expires_after}\"\n\
+             [[call]]\noperation = \"a\"\ntool = \"send_reminder\"\nattempts = 1\ndecision = \"deny\"\n\
+             [call.arguments]\ninvoice = \"INV-A\"\nrecipient = \"r\"\nbody = \"b\"\n\
+             [[call]]\noperation = \"b\"\ntool = \"send_reminder\"\nattempts = 1\ndecision = \"deny\"\n\
+             [call.arguments]\ninvoice = \"INV-A\"\nrecipient = \"r\"\nbody = \"b\"\n\
+             [[fault]]\nkind = \"advance-clock\"\nby = \"{jump}\"\nafter-call = 1\n"
+        );
+        Scenario::parse(std::path::Path::new("s.toml"), &text).unwrap()
+    }
+
+    // guards: approval-expired could not run live; the jump crossed no
+    // retention, was waited out as nothing, and the approval never expired.
+    #[test]
+    fn a_jump_past_an_approval_waits_out_its_shortened_expiry_only() {
+        let time = live_time(&with_approval("1h", "2h"), None).unwrap();
+        // Below the provider's 24h, shortened to 1s: halfway to it.
+        let expiry = time.approval_expiries[0].unwrap();
+        assert_eq!(expiry, SHORT / 2);
+        assert_eq!(time.provider_retention, Some(SHORT));
+        let wait = &time.clock_waits[&0];
+        assert_eq!(wait.wait, expiry + MARGIN);
+        assert!(wait.wait < SHORT, "the provider's retention is not crossed");
+        assert!(wait.note.contains("approval 1's expiry"), "{}", wait.note);
+        // A jump that stays inside the approval waits nothing.
+        let time = live_time(&with_approval("3h", "2h"), None).unwrap();
+        assert_eq!(time.clock_waits[&0].wait, Duration::ZERO);
+        // Without a jump, the approval holds as declared.
+        let mut plain = with_approval("1h", "2h");
+        plain.faults.clear();
+        let time = live_time(&plain, None).unwrap();
+        assert_eq!(time.approval_expiries, [Some(Duration::from_secs(3600))]);
+    }
+
+    #[test]
+    fn an_approval_past_every_retention_expires_after_them() {
+        let time = live_time(&with_approval("30days", "40days"), declared("7days", true)).unwrap();
+        assert_eq!(time.approval_expiries[0], Some(LONGER + SHORT));
+        assert_eq!(time.clock_waits[&0].wait, LONGER + SHORT + MARGIN);
     }
 
     #[test]

@@ -49,13 +49,15 @@ pub(crate) struct Cast {
 impl Cast {
     /// `provider_retention` is the scenario's, or the shortened one of a live
     /// run; `clock_waits` are the clock jumps a live run waits out (none in
-    /// the simulator, where a jump is an offset).
+    /// the simulator, where a jump is an offset); `approval_expiries`, the
+    /// shortened expiries of the fixture's approvals live (`None`: as declared).
     pub(crate) fn new(
         trial: &Trial<'_>,
         timeline: Arc<dyn Timeline>,
         clock: Arc<HarnessClock>,
         provider_retention: Option<Duration>,
         clock_waits: BTreeMap<usize, ClockWait>,
+        approval_expiries: Option<&[Option<Duration>]>,
     ) -> Cast {
         let scenario = trial.scenario;
         let authority = Arc::new(Authority::new(timeline.clone()));
@@ -64,7 +66,16 @@ impl Cast {
             authority.grant(token, &actor, &tenant, &trial.scope());
         }
         if let Some(fixture) = &scenario.fixture {
-            authority.record_approvals(&fixture.approvals, clock.now_ms());
+            let declared: Vec<Option<Duration>> = fixture
+                .approvals
+                .iter()
+                .map(|approval| approval.expires_after)
+                .collect();
+            authority.record_approvals(
+                &fixture.approvals,
+                approval_expiries.unwrap_or(&declared),
+                clock.now_ms(),
+            );
         }
         let nemesis = Arc::new(
             Nemesis::new(

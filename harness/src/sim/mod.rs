@@ -105,6 +105,7 @@ fn simulate(trial: &Trial<'_>, target: &SimTarget, cancel: &AtomicBool) -> Optio
         clock.clone(),
         scenario.provider.retention,
         Default::default(),
+        None,
     );
 
     let mut sim = turmoil::Builder::new()

@@ -1,0 +1,381 @@
+//! `chaos probe`: first contact with a live target. Four calls, one of each
+//! kind the protocol turns on (a first call, an identical retry, a changed
+//! payload, a revoked caller), each a one-seed trial of a built-in
+//! scenario, and for each what the target did against the protocol: did it
+//! ask who the caller is, dispatch with a key, mark the replay, refuse the
+//! change. When what went wrong looks like the target file's reading of the
+//! service (an unmapped status, a replay nobody marked), the hint says which
+//! line of the target file to write. A user reaches a first green or red in
+//! seconds, before the whole suite.
+
+use std::sync::atomic::AtomicBool;
+
+use chaos_kit::protocol::Outcome;
+
+use crate::check::Status;
+use crate::history::{Attempt, Disposition, RunOutput};
+use crate::scenario::Scenario;
+use crate::target::Target;
+use crate::trial::{self, Judged};
+
+/// One kind of call the probe makes.
+struct Step {
+    name: &'static str,
+    /// What a correct target does, in one line.
+    expects: &'static str,
+    scenario: &'static str,
+}
+
+const STEPS: [Step; 4] = [
+    Step {
+        name: "a first call",
+        expects: "applied, one effect at the provider, dispatched with a key",
+        scenario: r#"
+test = "lost-response"
+description = "probe: one call, nothing goes wrong"
+[provider]
+profile = "keyed"
+retention = "24h"
+[[call]]
+operation = "reminder"
+expect = ["applied"]
+[expect]
+effects-per-operation = 1
+"#,
+    },
+    Step {
+        name: "an identical retry",
+        expects: "replayed: the stored result, no second effect",
+        scenario: r#"
+test = "changed-payload"
+description = "probe: the same call again, same key, same arguments"
+[provider]
+profile = "keyed"
+retention = "24h"
+[[call]]
+operation = "reminder"
+expect = ["applied"]
+[[call]]
+operation = "reminder"
+expect = ["replayed"]
+[expect]
+effects-per-operation = 1
+"#,
+    },
+    Step {
+        name: "a changed payload",
+        expects: "conflict: the key was used with other arguments, nothing done",
+        scenario: r#"
+test = "changed-payload"
+description = "probe: the same key with a different recipient"
+[provider]
+profile = "keyed"
+retention = "24h"
+[[call]]
+operation = "reminder"
+expect = ["applied"]
+[[call]]
+operation = "reminder"
+payload = "changed"
+expect = ["conflict"]
+[expect]
+effects-per-operation = 1
+"#,
+    },
+    Step {
+        name: "a revoked caller",
+        expects: "denied: no dispatch and no stored result for a caller who lost access",
+        scenario: r#"
+test = "revoked-permission"
+description = "probe: the caller's token is revoked, then the call is retried"
+[provider]
+profile = "keyed"
+retention = "24h"
+[[call]]
+operation = "reminder"
+expect = ["applied"]
+[[call]]
+operation = "reminder"
+expect = ["denied"]
+[[fault]]
+kind = "revoke"
+grant = "token"
+after-call = 1
+[expect]
+effects-per-operation = 1
+"#,
+    },
+];
+
+/// What came of one step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepReport {
+    pub name: &'static str,
+    pub expects: &'static str,
+    pub status: Status,
+    /// What the target did, one line each.
+    pub observed: Vec<String>,
+    /// How to fix the target, or its target file, when something went wrong.
+    pub hints: Vec<String>,
+}
+
+/// The probe of one target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeReport {
+    pub target: String,
+    pub steps: Vec<StepReport>,
+}
+
+impl ProbeReport {
+    /// A failure dominates; then an unknown.
+    pub fn status(&self) -> Status {
+        let statuses = self.steps.iter().map(|step| step.status);
+        if statuses.clone().any(|status| status == Status::Fail) {
+            Status::Fail
+        } else if statuses.clone().any(|status| status == Status::Unknown) {
+            Status::Unknown
+        } else {
+            Status::Pass
+        }
+    }
+
+    /// The report as the terminal shows it.
+    pub fn render(&self) -> String {
+        let mut text = format!(
+            "probe of target '{}': four calls, one seed each\n",
+            self.target
+        );
+        for step in &self.steps {
+            let mark = match step.status {
+                Status::Pass => "ok  ",
+                Status::Fail => "FAIL",
+                Status::Unknown => "??  ",
+            };
+            text.push_str(&format!(
+                "\n{mark} {}: expected {}\n",
+                step.name, step.expects
+            ));
+            for line in &step.observed {
+                text.push_str(&format!("       {line}\n"));
+            }
+            for hint in &step.hints {
+                text.push_str(&format!("     hint: {hint}\n"));
+            }
+        }
+        let verdict = match self.status() {
+            Status::Pass => "every call was handled as the protocol asks; next: chaos run scenarios/*.toml --target ...",
+            Status::Fail => "at least one call was mishandled (above); fix the target, or its target file where a hint says so",
+            Status::Unknown => "at least one call could not be judged (above)",
+        };
+        text.push_str(&format!("\n{verdict}\n"));
+        text
+    }
+}
+
+/// The parsed step scenarios, in order.
+fn scenarios() -> Vec<Scenario> {
+    STEPS
+        .iter()
+        .map(|step| {
+            let path = format!("probe/{}.toml", step.name.replace(' ', "-"));
+            Scenario::parse(std::path::Path::new(&path), step.scenario)
+                .unwrap_or_else(|error| panic!("the probe's own scenario: {error}"))
+        })
+        .collect()
+}
+
+/// Probes `target`; `None` when cancelled.
+pub fn probe(target: &Target, cancel: &AtomicBool) -> Option<ProbeReport> {
+    let scenarios = scenarios();
+    let driver = target.driver(false);
+    let mut steps = Vec::new();
+    for (step, scenario) in STEPS.iter().zip(&scenarios) {
+        let judged = trial::judge(driver.as_ref(), scenario, 0, cancel)?;
+        steps.push(read(step, &judged, target));
+    }
+    driver.finished();
+    Some(ProbeReport {
+        target: target.name().to_owned(),
+        steps,
+    })
+}
+
+/// What the step's trial says about the target.
+fn read(step: &Step, judged: &Judged<'_>, target: &Target) -> StepReport {
+    let verdict = &judged.verdict;
+    let mut observed = Vec::new();
+    let mut hints = Vec::new();
+    let Some(run) = &judged.run else {
+        let why = verdict
+            .findings
+            .first()
+            .map_or("it could not run".to_owned(), |finding| {
+                finding.message.clone()
+            });
+        return StepReport {
+            name: step.name,
+            expects: step.expects,
+            status: verdict.status,
+            observed: vec![format!("not run: {why}")],
+            hints,
+        };
+    };
+    for (number, attempt) in run.history.attempts.iter().enumerate() {
+        observed.push(format!("call {}: {}", number + 1, describe(attempt)));
+    }
+    observe_downstream(run, target, &mut observed);
+    if verdict.status != Status::Pass {
+        for finding in &verdict.findings {
+            observed.push(format!("{}: {}", finding.check, finding.message));
+        }
+        hint(step, run, &mut hints);
+    }
+    StepReport {
+        name: step.name,
+        expects: step.expects,
+        status: verdict.status,
+        observed,
+        hints,
+    }
+}
+
+fn describe(attempt: &Attempt) -> String {
+    match attempt.answer() {
+        Some(answer) => {
+            let mut line = format!("HTTP {} read as {}", answer.status, answer.outcome);
+            if let Some(receipt) = &answer.receipt {
+                line.push_str(&format!(", receipt {receipt}"));
+            }
+            if let Some(reason) = &answer.reason {
+                line.push_str(&format!(" ({reason})"));
+            }
+            line
+        }
+        None => attempt.summary(),
+    }
+}
+
+/// Did it ask who the caller is, and did it dispatch with a key.
+fn observe_downstream(run: &RunOutput, target: &Target, observed: &mut Vec<String>) {
+    let keeps_own_callers = matches!(target, Target::Live { file, .. } if file.authority.is_some());
+    let asked = run.history.authorizations.len();
+    if keeps_own_callers {
+        observed
+            .push("callers: its own store, told by the target file's [authority] commands".into());
+    } else {
+        observed.push(format!("introspected the caller {asked} time(s)"));
+    }
+    let dispatches = &run.ledger.dispatches;
+    let effects = dispatches
+        .iter()
+        .filter(|dispatch| matches!(dispatch.disposition, Disposition::Committed { .. }))
+        .count();
+    let keys: Vec<&str> = dispatches
+        .iter()
+        .map(|dispatch| dispatch.key.as_deref().unwrap_or("no key"))
+        .collect();
+    observed.push(format!(
+        "dispatched {} time(s) to the provider ({}), {effects} new effect(s)",
+        dispatches.len(),
+        if keys.is_empty() {
+            "nothing sent".to_owned()
+        } else {
+            keys.join(", ")
+        }
+    ));
+}
+
+/// How to fix what went wrong, where the answers show it.
+fn hint(step: &Step, run: &RunOutput, hints: &mut Vec<String>) {
+    let attempts = &run.history.attempts;
+    let dispatches = &run.ledger.dispatches;
+    let last = attempts.last().and_then(Attempt::answer);
+    if dispatches.is_empty()
+        && attempts
+            .iter()
+            .any(|a| a.answer().is_some_and(|a| a.outcome == Outcome::Applied))
+    {
+        hints.push("it answered applied, but nothing reached chaos's provider: point the service's downstream URL at it (CHAOS_PROVIDER_URL, or \"{provider.url}\" in the target file's [env])".into());
+    }
+    if dispatches.iter().any(|dispatch| dispatch.key.is_none()) {
+        hints.push("it dispatched without an Idempotency-Key: after a lost answer, its retry is a second effect; send a key derived from the operation".into());
+    }
+    let Some(last) = last else {
+        return;
+    };
+    let unmapped = |meaning: &str, outcome: &str| {
+        format!(
+            "HTTP {} was read as {}; if the service means {meaning} by it, add to the target file: [status] {} = \"{outcome}\"",
+            last.status, last.outcome, last.status
+        )
+    };
+    match step.name {
+        "a first call" if last.outcome != Outcome::Applied => {
+            hints.push(unmapped("done", "applied"));
+        }
+        "an identical retry" => {
+            let effects = dispatches
+                .iter()
+                .filter(|dispatch| matches!(dispatch.disposition, Disposition::Committed { .. }))
+                .count();
+            if effects > 1 {
+                hints.push("the retry made a second effect: it does not deduplicate by the Idempotency-Key".into());
+            } else if last.outcome == Outcome::Applied {
+                hints.push("it answered the retry as new (applied) though nothing new happened: mark a replay with the header Idempotent-Replayed: true, or an outcome \"replayed\" in the body".into());
+            } else if last.outcome != Outcome::Replayed {
+                hints.push(unmapped("a replay of the stored result", "replayed"));
+            }
+        }
+        "a changed payload" => match last.outcome {
+            Outcome::Replayed | Outcome::Applied => hints.push(
+                "it answered a different payload under a used key as the same operation: bind the payload (a fingerprint of its canonical form) to the key and refuse a mismatch".into(),
+            ),
+            Outcome::Conflict => {}
+            _ => hints.push(unmapped("\"this key was used with other arguments\"", "conflict")),
+        },
+        "a revoked caller" => match last.outcome {
+            Outcome::Replayed | Outcome::Applied => hints.push(
+                "it served a caller whose token was revoked: authorize every attempt (introspect, or read its own store) before replaying a stored result or dispatching".into(),
+            ),
+            Outcome::Denied => {}
+            _ => hints.push(unmapped("\"not authorized\"", "denied")),
+        },
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_steps_scenarios_parse() {
+        let parsed = scenarios();
+        assert_eq!(parsed.len(), STEPS.len());
+    }
+
+    #[test]
+    fn a_failure_dominates_an_unknown() {
+        let step = |status| StepReport {
+            name: "s",
+            expects: "e",
+            status,
+            observed: vec![],
+            hints: vec![],
+        };
+        let report = ProbeReport {
+            target: "t".into(),
+            steps: vec![
+                step(Status::Unknown),
+                step(Status::Fail),
+                step(Status::Pass),
+            ],
+        };
+        assert_eq!(report.status(), Status::Fail);
+        let report = ProbeReport {
+            target: "t".into(),
+            steps: vec![step(Status::Pass), step(Status::Unknown)],
+        };
+        assert_eq!(report.status(), Status::Unknown);
+    }
+}
