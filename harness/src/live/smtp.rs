@@ -607,6 +607,104 @@ mod tests {
         assert_eq!(decode_quoted_printable("a=zz="), "a=zz=");
     }
 
+    fn attribution() -> Attribution {
+        let arguments = |invoice: &str, recipient: &str| {
+            serde_json::json!({
+                "invoice": invoice,
+                "recipient": recipient,
+                "amount_cents": 4999,
+                "message": format!("Invoice {invoice} is overdue."),
+            })
+            .as_object()
+            .cloned()
+            .unwrap()
+        };
+        Attribution {
+            tool: "send_reminder".into(),
+            subject_field: "invoice".into(),
+            free_text_field: None,
+            subjects: vec!["inv-10".into(), "inv-1".into()],
+            payloads: vec![
+                ("inv-1".into(), arguments("inv-1", "billing@a.example")),
+                ("inv-1".into(), arguments("inv-1", "collections@a.example")),
+                ("inv-10".into(), arguments("inv-10", "billing@a.example")),
+            ],
+        }
+    }
+
+    fn message(to: &str, headers: &str, text: &str) -> Message {
+        Message {
+            recipients: vec![to.into()],
+            data: format!("{headers}Message-ID: <m-1@x>\r\n\r\n{text}\r\n").into_bytes(),
+        }
+    }
+
+    fn body(request: &Request) -> Value {
+        serde_json::from_slice(&request.body).unwrap()
+    }
+
+    // guards: a message must count as a dispatch of the arguments it
+    // carries, or every retry after a lost 250 reads as a changed payload
+    #[test]
+    fn a_message_that_carries_the_arguments_is_a_dispatch_of_them() {
+        let attribution = attribution();
+        let request = attribution.dispatch(&message(
+            "Billing@A.example",
+            "X-Invoice: inv-1\r\nSubject: Reminder\r\n",
+            "Invoice inv-1\r\n  is overdue.",
+        ));
+        assert_eq!(request.path, "/effects/send_reminder");
+        assert_eq!(request.header_value(IDEMPOTENCY_KEY), Some("<m-1@x>"));
+        assert_eq!(
+            body(&request),
+            Value::Object(attribution.payloads[0].1.clone())
+        );
+        // Another recipient is the other argument set the agent sent.
+        let request = attribution.dispatch(&message(
+            "collections@a.example",
+            "X-Invoice: inv-1\r\n",
+            "Invoice inv-1 is overdue.",
+        ));
+        assert_eq!(body(&request)["recipient"], "collections@a.example");
+    }
+
+    #[test]
+    fn without_the_header_the_subject_line_names_the_longest_subject_found() {
+        let request = attribution().dispatch(&message(
+            "billing@a.example",
+            "Subject: Reminder: invoice inv-10 is overdue\r\n",
+            "Invoice inv-10 is overdue.",
+        ));
+        assert_eq!(body(&request)["invoice"], "inv-10");
+        assert_eq!(body(&request)["amount_cents"], 4999);
+    }
+
+    #[test]
+    fn a_message_no_argument_set_accounts_for_is_fingerprinted_as_written() {
+        let request = attribution().dispatch(&message(
+            "someone@else.example",
+            "Subject: Reminder: invoice inv-1 is overdue\r\n",
+            "Pay   now.",
+        ));
+        let written = body(&request);
+        assert_eq!(written["invoice"], "inv-1");
+        assert_eq!(written["recipient"], "someone@else.example");
+        assert_eq!(written["subject"], "Reminder: invoice inv-1 is overdue");
+        assert_eq!(written["body"], "Pay now.");
+        let unattributed =
+            attribution().dispatch(&message("billing@a.example", "Subject: hello\r\n", "hi"));
+        assert!(body(&unattributed).get("invoice").is_none());
+    }
+
+    #[test]
+    fn the_providers_answers_are_said_in_smtp() {
+        let committed = Response::json(201, &serde_json::json!({"receipt": "rcpt-4"}));
+        assert_eq!(smtp_answer(&committed), "250 2.0.0 Ok: queued as rcpt-4");
+        assert!(smtp_answer(&Response::new(500)).starts_with("451 4.3.0"));
+        assert!(smtp_answer(&Response::new(402)).starts_with("550 5.7.1"));
+        assert!(smtp_answer(&Response::new(400)).starts_with("554"));
+    }
+
     #[test]
     fn headers_are_unfolded_and_case_blind() {
         let mail = Mail::parse(
