@@ -31,6 +31,8 @@
 //! [authority]                         # optional: the target keeps its callers in its own store
 //! grant = ["psql", "...", "-qc", "INSERT INTO api_keys VALUES ('{token}', '{tenant}', '{scope}')"]
 //! revoke = ["psql", "...", "-qc", "UPDATE api_keys SET active = {active} WHERE token = '{token}'"]
+//! [provider]                          # optional: the API chaos's provider speaks
+//! api = "smtp"                        # "chaos" (default: HTTP, docs/target-protocol.md §4) or "smtp"
 //! ```
 
 use std::collections::BTreeMap;
@@ -79,6 +81,22 @@ pub struct TargetFile {
     pub effects: Option<EffectsQuery>,
     /// How grants and revocations reach a target that keeps its own callers.
     pub(crate) authority: Option<crate::live::authority::AuthorityCommands>,
+    /// The API the harness's provider speaks to this target.
+    pub provider_api: ProviderApi,
+}
+
+/// `[provider] api`: what the target's side-effect service looks like to it.
+/// A service that sends mail points its SMTP client at chaos instead of
+/// being rewritten to POST effects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProviderApi {
+    /// chaos's own HTTP provider: `POST /effects/{tool}`.
+    #[default]
+    Chaos,
+    /// A mail server on 127.0.0.1: an effect is a message accepted after
+    /// `DATA` (`live/smtp.rs`).
+    Smtp,
 }
 
 /// `[effects]`: the query that lists an operation's effects in the
@@ -189,6 +207,7 @@ struct File {
     effects: Option<Spanned<EffectsFile>>,
     #[serde(default)]
     authority: Option<Spanned<AuthorityFile>>,
+    provider: Option<Spanned<ProviderFile>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -203,6 +222,13 @@ struct AuthorityFile {
 
 fn default_authority_timeout() -> Duration {
     Duration::from_secs(10)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct ProviderFile {
+    #[serde(default)]
+    api: ProviderApi,
 }
 
 #[derive(Debug, Deserialize)]
@@ -436,6 +462,22 @@ impl File {
             }
             None => None,
         };
+        let provider_api = match self.provider {
+            Some(provider) => {
+                let span = provider.span();
+                let api = provider.into_inner().api;
+                if api == ProviderApi::Smtp && effects.is_some() {
+                    // A mail server counts messages; rows in the target's
+                    // database are another boundary, counted by [effects].
+                    return Err(error_at(
+                        span,
+                        "[provider] api = \"smtp\" counts the messages a mail server accepts, and [effects] counts rows in the target's database; keep one of the two".into(),
+                    ));
+                }
+                api
+            }
+            None => ProviderApi::Chaos,
+        };
 
         Ok(TargetFile {
             name,
@@ -456,6 +498,7 @@ impl File {
             }),
             effects,
             authority,
+            provider_api,
         })
     }
 }
@@ -479,9 +522,13 @@ pub enum Fact {
     ListenAddr,
     ListenHost,
     ListenPort,
-    /// `http://127.0.0.1:PORT` of the provider and of the authority.
+    /// `http://127.0.0.1:PORT` of the provider and of the authority
+    /// (`smtp://` for an SMTP provider).
     ProviderUrl,
     AuthorityUrl,
+    /// The provider's host and port apart: what an SMTP client is configured with.
+    ProviderHost,
+    ProviderPort,
     /// How long one upstream call may take (`CHAOS_UPSTREAM_TIMEOUT_MS`), in
     /// milliseconds and in seconds (a decimal, e.g. `0.5`).
     UpstreamTimeoutMs,
@@ -489,7 +536,7 @@ pub enum Fact {
 }
 
 impl Fact {
-    pub const ALL: [Fact; 10] = [
+    pub const ALL: [Fact; 12] = [
         Fact::RetentionSeconds,
         Fact::RetentionMs,
         Fact::StateDir,
@@ -498,6 +545,8 @@ impl Fact {
         Fact::ListenPort,
         Fact::ProviderUrl,
         Fact::AuthorityUrl,
+        Fact::ProviderHost,
+        Fact::ProviderPort,
         Fact::UpstreamTimeoutMs,
         Fact::UpstreamTimeoutSeconds,
     ];
@@ -512,6 +561,8 @@ impl Fact {
             Fact::ListenPort => "listen.port",
             Fact::ProviderUrl => "provider.url",
             Fact::AuthorityUrl => "authority.url",
+            Fact::ProviderHost => "provider.host",
+            Fact::ProviderPort => "provider.port",
             Fact::UpstreamTimeoutMs => "upstream_timeout.ms",
             Fact::UpstreamTimeoutSeconds => "upstream_timeout.seconds",
         }
@@ -522,6 +573,13 @@ impl Fact {
             .listen_addr
             .rsplit_once(':')
             .unwrap_or((facts.listen_addr, ""));
+        let provider_addr = facts
+            .provider_url
+            .split_once("://")
+            .map_or(facts.provider_url, |(_, addr)| addr);
+        let (provider_host, provider_port) = provider_addr
+            .rsplit_once(':')
+            .unwrap_or((provider_addr, ""));
         match self {
             // Rounded up: the live periods are whole seconds, and a declared
             // one must be (checked when the file is read).
@@ -539,6 +597,8 @@ impl Fact {
             Fact::ListenPort => port.to_owned(),
             Fact::ProviderUrl => facts.provider_url.to_owned(),
             Fact::AuthorityUrl => facts.authority_url.to_owned(),
+            Fact::ProviderHost => provider_host.to_owned(),
+            Fact::ProviderPort => provider_port.to_owned(),
             Fact::UpstreamTimeoutMs => facts.upstream_timeout.as_millis().to_string(),
             Fact::UpstreamTimeoutSeconds => {
                 format!("{}", facts.upstream_timeout.as_secs_f64())
@@ -911,6 +971,57 @@ command = ["python3", "server.py"]
         assert_eq!(value("UP"), "http://127.0.0.1:41869 http://127.0.0.1:41871");
         assert_eq!(value("TIMEOUT"), "0.5s 500ms");
         assert_eq!(value("JSON"), "{\"a\": 1}");
+    }
+
+    // guards: a mail-sending service had no way to point its SMTP client at
+    // chaos (issue 13, item 3)
+    #[test]
+    fn a_provider_api_is_chaos_unless_the_file_says_smtp() {
+        assert_eq!(
+            parse(&format!("name = \"a\"\n{MINIMAL}"))
+                .unwrap()
+                .provider_api,
+            ProviderApi::Chaos
+        );
+        let file = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[provider]\napi = \"smtp\"\n[env]\nSMTP = \"{{provider.host}}:{{provider.port}}\"\n"
+        ))
+        .unwrap();
+        assert_eq!(file.provider_api, ProviderApi::Smtp);
+        let facts = RunFacts {
+            provider_url: "smtp://127.0.0.1:2525",
+            ..facts(Path::new("/s"))
+        };
+        assert_eq!(file.env["SMTP"].expand(&facts), "127.0.0.1:2525");
+        let message = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[provider]\napi = \"imap\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            message.starts_with("targets/example/target.toml:5:"),
+            "{message}"
+        );
+        assert!(
+            message.contains("imap") && message.contains("chaos") && message.contains("smtp"),
+            "{message}"
+        );
+        let message = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[provider]\nkind = \"smtp\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(message.contains("unknown field `kind`"), "{message}");
+    }
+
+    #[test]
+    fn an_smtp_provider_and_rows_in_the_database_are_refused_together() {
+        let message = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[provider]\napi = \"smtp\"\n[effects]\ndatabase = \"postgres://h/d\"\nquery = \"SELECT 1 WHERE x = $1\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(message.contains("keep one of the two"), "{message}");
     }
 
     #[test]

@@ -27,6 +27,7 @@ mod error;
 mod launch;
 mod net;
 pub(crate) mod schedule;
+mod smtp;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -51,7 +52,7 @@ use crate::roles::nemesis::{Crashes, Due};
 use crate::roles::Cast;
 use crate::scenario::{Boundary, Scenario};
 use crate::sweep::Transport;
-use crate::target_file::{RunFacts, TargetFile};
+use crate::target_file::{ProviderApi, RunFacts, TargetFile};
 use crate::trial::{Concurrency, Driver, Run};
 pub(crate) use error::{Error, Result};
 use launch::{describe_exit, Launch, TargetProcess};
@@ -319,6 +320,9 @@ async fn drive(
     })?;
 
     in_database(trial, target)?;
+    if target.provider_api == ProviderApi::Smtp {
+        smtp::refuse_unless_blind(trial, &target.name)?;
+    }
 
     let timeline: Arc<dyn Timeline> = Arc::new(RealTimeline::start());
     // The same instant on the wall clock, to place rows the database stamped.
@@ -335,10 +339,19 @@ async fn drive(
     // The harness's servers, on the slot's ports on 127.0.0.1 (a kept
     // process was told them), for this trial only: until `stop` is dropped.
     let (stop, stopped) = watch::channel(());
-    let provider_addr = {
-        let provider = cast.provider.clone();
-        let handler = http::handler(move |request| provider.clone().handle(request));
-        serve_for_trial(&slot.provider, handler, stopped.clone())?
+    let provider_addr = match target.provider_api {
+        ProviderApi::Chaos => {
+            let provider = cast.provider.clone();
+            let handler = http::handler(move |request| provider.clone().handle(request));
+            serve_for_trial(&slot.provider, handler, stopped.clone())?
+        }
+        // On the same port: a process kept from an earlier trial was told it.
+        ProviderApi::Smtp => smtp::serve_for_trial(
+            &slot.provider,
+            cast.provider.clone(),
+            smtp::Attribution::of(trial),
+            stopped.clone(),
+        )?,
     };
     let authority_addr = {
         let authority = cast.authority.clone();
@@ -736,12 +749,13 @@ fn launch(
 ) -> Launch {
     let state = process_dir.join("state");
     let _ = std::fs::create_dir_all(&state);
+    let provider_url = match target.provider_api {
+        ProviderApi::Chaos => format!("http://{provider_addr}"),
+        ProviderApi::Smtp => format!("smtp://{provider_addr}"),
+    };
     let mut env: Vec<(String, String)> = vec![
         (env_vars::LISTEN_ADDR.into(), target_addr.into()),
-        (
-            env_vars::PROVIDER_URL.into(),
-            format!("http://{provider_addr}"),
-        ),
+        (env_vars::PROVIDER_URL.into(), provider_url.clone()),
         (
             env_vars::AUTHORITY_URL.into(),
             format!("http://{authority_addr}"),
@@ -784,7 +798,7 @@ fn launch(
     }
     let facts = RunFacts {
         listen_addr: target_addr,
-        provider_url: &format!("http://{provider_addr}"),
+        provider_url: &provider_url,
         authority_url: &format!("http://{authority_addr}"),
         state_dir: &state,
         retention: time.target_retention,
