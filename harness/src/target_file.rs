@@ -1223,29 +1223,68 @@ command = ["python3", "server.py"]
     #[test]
     fn mapping_errors_name_the_line_and_the_fix() {
         for (table, says) in [
-            ("[request]\nmethod = \"FETCH\"\n", "Choose from: POST, PUT, PATCH, DELETE, GET"),
+            (
+                "[request]\nmethod = \"FETCH\"\n",
+                "Choose from: POST, PUT, PATCH, DELETE, GET",
+            ),
             ("[request]\npath = \"v1/x\"\n", "must start with '/'"),
-            ("[request]\npath = \"/v1/{{invoice\"\n", "never closes"),
-            ("[request]\noperation-id = {{}}\n", "names one place"),
-            ("[request]\noperation-id = {{ header = \"X Key\" }}\n", "not an HTTP header name"),
-            ("[request]\ntoken = {{ value = \"Bearer\" }}\n", "put {token} in it"),
-            ("[request]\noperation-id = {{ body = \"k\" }}\n[request.fields]\nk = \"{{invoice}}\"\n", "leave it out of the template"),
+            ("[request]\npath = \"/v1/{invoice\"\n", "never closes"),
+            ("[request]\noperation-id = {}\n", "names one place"),
+            (
+                "[request]\noperation-id = { header = \"X Key\" }\n",
+                "not an HTTP header name",
+            ),
+            (
+                "[request]\ntoken = { value = \"Bearer\" }\n",
+                "put {token} in it",
+            ),
+            (
+                "[request]\noperation-id = { body = \"k\" }\n[request.fields]\nk = \"{invoice}\"\n",
+                "leave it out of the template",
+            ),
             ("[request]\nbody = \"xml\"\n", "expected `json` or `form`"),
             ("[request]\nverb = \"POST\"\n", "unknown field `verb`"),
-            ("[response]\noutcome = \"status\"\n", "is not a JSON pointer"),
-            ("[response]\nreceipt = \"id\"\n", "response.receipt 'id' is not a JSON pointer"),
-            ("[response.outcomes]\nsent = \"applied\"\n", "does not say where they are"),
-            ("[response]\noutcome = \"/s\"\n[response.outcomes]\nsent = \"aplied\"\n", "unknown variant `aplied`"),
-            ("[agent]\nretry-for = \"0s\"\n", "longer than 0s and at most 10m"),
-            ("[agent]\nretry-for = \"1h\"\n", "longer than 0s and at most 10m"),
+            (
+                "[response]\noutcome = \"status\"\n",
+                "is not a JSON pointer",
+            ),
+            (
+                "[response]\nreceipt = \"id\"\n",
+                "response.receipt 'id' is not a JSON pointer",
+            ),
+            (
+                "[response.outcomes]\nsent = \"applied\"\n",
+                "does not say where they are",
+            ),
+            (
+                "[response]\noutcome = \"/s\"\n[response.outcomes]\nsent = \"aplied\"\n",
+                "unknown variant `aplied`",
+            ),
+            (
+                "[agent]\nretry-for = \"0s\"\n",
+                "longer than 0s and at most 10m",
+            ),
+            (
+                "[agent]\nretry-for = \"1h\"\n",
+                "longer than 0s and at most 10m",
+            ),
             ("[agent]\ntimeout = \"2min\"\n", "at most 1m"),
-            ("[agent]\nbackoff = \"60ms..20ms\"\n", "the shorter pause comes first"),
-            ("[agent]\nbackoff = \"fast\"\n", "write a range like \"20ms..60ms\""),
+            (
+                "[agent]\nbackoff = \"60ms..20ms\"\n",
+                "the shorter pause comes first",
+            ),
+            (
+                "[agent]\nbackoff = \"fast\"\n",
+                "write a range like \"20ms..60ms\"",
+            ),
         ] {
             let message = parse(&format!("name = \"a\"\n{MINIMAL}{table}"))
                 .unwrap_err()
                 .to_string();
-            assert!(message.starts_with("targets/example/target.toml:"), "{table}: {message}");
+            assert!(
+                message.starts_with("targets/example/target.toml:"),
+                "{table}: {message}"
+            );
             assert!(message.contains(says), "{table}: {message}");
         }
     }

@@ -244,14 +244,21 @@ fn retry_for_lets_the_agent_outwait_a_stale_claim_window_honouring_retry_after()
         &dir.join("default-out"),
     );
     assert_eq!(code, Some(1), "{printed}");
-    let cell = cell(&report, "pending-window");
-    assert_eq!(cell["liveness"], "fail", "{cell}");
+    let stuck = cell(&report, "pending-window");
+    assert_eq!(stuck["liveness"], "fail", "{stuck}");
     assert!(
-        cell["reason"]
-            .as_str()
+        stuck["checks"]
+            .as_array()
             .unwrap()
+            .iter()
+            .any(|check| check["check"] == "stuck"),
+        "{stuck}"
+    );
+    assert!(
+        stuck
+            .to_string()
             .contains("never learned its outcome in 2 attempts (pending, pending)"),
-        "{cell}"
+        "{stuck}"
     );
     // Two attempts, the second a Retry-After (1 s) after the first, not a
     // 20-60 ms backoff.
