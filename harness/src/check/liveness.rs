@@ -29,6 +29,15 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
                 outcome.is_definitive().then_some((*attempt, outcome))
             })
             .collect();
+        // A target file's `retry-for` kept the agent going past the
+        // attempts: the budget it was judged by says so.
+        let budget = |attempts: u32| match trial.timing.retry_for {
+            Some(retry_for) => format!(
+                "{attempts} attempts and {} of retry-for",
+                humantime::format_duration(retry_for)
+            ),
+            None => format!("{attempts} attempts"),
+        };
         let seen = || {
             let attempts = run.attempts_of_call(call.number);
             join(attempts.iter().map(|attempt| attempt.summary()))
@@ -78,8 +87,8 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
                         Check::Stuck,
                         Some(name),
                         format!(
-                            "{label}: never learned its outcome in {} attempts ({}), expected {accepted}",
-                            call.attempts,
+                            "{label}: never learned its outcome in {} ({}), expected {accepted}",
+                            budget(call.attempts),
                             seen()
                         ),
                     );
@@ -115,8 +124,8 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
                     Check::Stuck,
                     Some(name),
                     format!(
-                        "{label}: never learned the outcome in {} attempts ({}), though the {} provider lets a target find it out",
-                        call.attempts,
+                        "{label}: never learned the outcome in {} ({}), though the {} provider lets a target find it out",
+                        budget(call.attempts),
                         seen(),
                         trial.scenario.provider.profile
                     ),
