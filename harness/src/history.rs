@@ -89,6 +89,11 @@ pub struct Answer {
     /// Whether the body carried a `result`.
     pub disclosed_result: bool,
     pub reason: Option<String>,
+    /// Why the target file's `[response]` mapping could not read this
+    /// answer (its outcome is then `unknown`): the finding is the mapping's,
+    /// not the target's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unread: Option<String>,
 }
 
 impl Attempt {
@@ -103,6 +108,9 @@ impl Attempt {
     /// How the agent would describe this attempt's end in one word.
     pub fn summary(&self) -> String {
         match &self.end {
+            AttemptEnd::Answered(Answer {
+                unread: Some(why), ..
+            }) => format!("unknown ({why})"),
             AttemptEnd::Answered(answer) => answer.outcome.to_string(),
             AttemptEnd::Lost { mode, .. } => format!("lost ({mode})"),
             AttemptEnd::Failed { failure } => failure.to_string(),

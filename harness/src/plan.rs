@@ -12,6 +12,7 @@ use chaos_kit::protocol::Outcome;
 use crate::scenario::{
     Arguments, Identity, PayloadVariant, Scenario, TestKind, Workload, DEFAULT_TENANT,
 };
+use crate::target_file::AgentBudget;
 
 /// Who the agent acts as. The target learns tenant and actor from the
 /// authority, never from these constants or the arguments.
@@ -35,6 +36,10 @@ pub struct Timing {
     /// Agent pause between attempts, drawn uniformly from this range.
     pub backoff_min: Duration,
     pub backoff_max: Duration,
+    /// How long a worker keeps retrying a call whose answer is not final
+    /// past its `attempts` (a target file's `[agent] retry-for`); none: the
+    /// attempts alone bound it.
+    pub retry_for: Option<Duration>,
 }
 
 impl Timing {
@@ -53,6 +58,7 @@ impl Timing {
             hold: agent_timeout + upstream_timeout,
             backoff_min: Duration::from_millis(2),
             backoff_max: Duration::from_millis(5),
+            retry_for: None,
         }
     }
 
@@ -75,6 +81,26 @@ impl Timing {
             hold: agent_timeout + upstream_timeout,
             backoff_min: Duration::from_millis(20),
             backoff_max: Duration::from_millis(60),
+            retry_for: None,
+        }
+    }
+
+    /// [`Timing::live`] with a target file's `[agent]` budget in force. A
+    /// longer attempt timeout leaves the upstream timeout alone: the target's
+    /// own patience is its own.
+    pub(crate) fn live_with(budget: &AgentBudget) -> Timing {
+        let live = Timing::live();
+        let agent_timeout = budget.timeout.unwrap_or(live.agent_timeout);
+        let (backoff_min, backoff_max) = budget
+            .backoff
+            .unwrap_or((live.backoff_min, live.backoff_max));
+        Timing {
+            agent_timeout,
+            hold: agent_timeout + live.upstream_timeout,
+            backoff_min,
+            backoff_max,
+            retry_for: budget.retry_for,
+            ..live
         }
     }
 }

@@ -40,7 +40,15 @@ pub fn run(
     let columns = targets
         .iter()
         .map(|target| Column {
-            meta: TargetMeta::of(&target.info(), target.transport()),
+            meta: TargetMeta {
+                agent: match target {
+                    Target::Live { file, .. } => Some(crate::report::AgentMeta::of(
+                        &crate::plan::Timing::live_with(&file.agent),
+                    )),
+                    Target::Sim(_) => None,
+                },
+                ..TargetMeta::of(&target.info(), target.transport())
+            },
             arg: target.arg().to_owned(),
         })
         .collect();

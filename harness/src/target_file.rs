@@ -45,6 +45,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::input::{self, FileError};
+use crate::roles::mapping::{
+    BodyFormat, Mapping, Place, RequestMapping, ResponseMapping, Template, TokenPlace,
+};
 
 /// The file name of a directory's main target file; variants (weakened modes)
 /// sit beside it as `<variant>.target.toml`.
@@ -83,6 +86,13 @@ pub struct TargetFile {
     pub(crate) authority: Option<crate::live::authority::AuthorityCommands>,
     /// The API the harness's provider speaks to this target.
     pub provider_api: ProviderApi,
+    /// `[request]`: how a tool call is put to the target (today's protocol
+    /// when the file has none).
+    pub request: RequestMapping,
+    /// `[response]` and `[status]`: how its answers are read.
+    pub response: ResponseMapping,
+    /// `[agent]`: the live agent's retry budget against this target.
+    pub agent: AgentBudget,
 }
 
 /// `[provider] api`: what the target's side-effect service looks like to it.
@@ -146,6 +156,14 @@ impl TargetFile {
     pub fn info(&self) -> TargetInfo {
         self.info_with_retention(self.retention.map(|retention| retention.period))
     }
+
+    /// How the agent speaks to this target.
+    pub(crate) fn mapping(&self) -> Mapping {
+        Mapping {
+            request: self.request.clone(),
+            response: self.response.clone(),
+        }
+    }
 }
 
 /// Every target file under `dir`: `dir/*/target.toml` and `dir/*/*.target.toml`,
@@ -207,7 +225,14 @@ struct File {
     effects: Option<Spanned<EffectsFile>>,
     #[serde(default)]
     authority: Option<Spanned<AuthorityFile>>,
+    #[serde(default)]
     provider: Option<Spanned<ProviderFile>>,
+    #[serde(default)]
+    request: Option<Spanned<RequestFile>>,
+    #[serde(default)]
+    response: Option<Spanned<ResponseFile>>,
+    #[serde(default)]
+    agent: Option<Spanned<AgentFile>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -478,6 +503,36 @@ impl File {
             }
             None => ProviderApi::Chaos,
         };
+        let request = match self.request {
+            Some(request) => {
+                let span = request.span();
+                request
+                    .into_inner()
+                    .validate()
+                    .map_err(|message| error_at(span, message))?
+            }
+            None => RequestMapping::default(),
+        };
+        let response = match self.response {
+            Some(response) => {
+                let span = response.span();
+                response
+                    .into_inner()
+                    .validate(status.clone())
+                    .map_err(|message| error_at(span, message))?
+            }
+            None => ResponseMapping::with_status(status.clone()),
+        };
+        let agent = match self.agent {
+            Some(agent) => {
+                let span = agent.span();
+                agent
+                    .into_inner()
+                    .validate()
+                    .map_err(|message| error_at(span, message))?
+            }
+            None => AgentBudget::default(),
+        };
 
         Ok(TargetFile {
             name,
@@ -499,8 +554,293 @@ impl File {
             effects,
             authority,
             provider_api,
+            request,
+            response,
+            agent,
         })
     }
+}
+
+// ---- [request], [response], [agent] -----------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RequestFile {
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    operation_id: Option<PlaceFile>,
+    #[serde(default)]
+    token: Option<TokenFile>,
+    #[serde(default)]
+    body: Option<BodyFile>,
+    #[serde(default)]
+    fields: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct PlaceFile {
+    #[serde(default)]
+    header: Option<String>,
+    #[serde(default)]
+    body: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct TokenFile {
+    #[serde(default)]
+    header: Option<String>,
+    #[serde(default)]
+    value: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum BodyFile {
+    Json,
+    Form,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct ResponseFile {
+    #[serde(default)]
+    outcome: Option<String>,
+    #[serde(default)]
+    receipt: Option<String>,
+    #[serde(default)]
+    replayed_header: Option<String>,
+    #[serde(default)]
+    outcomes: Option<BTreeMap<String, Outcome>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct AgentFile {
+    #[serde(default, with = "humantime_serde")]
+    retry_for: Option<Duration>,
+    #[serde(default)]
+    backoff: Option<String>,
+    #[serde(default, with = "humantime_serde")]
+    timeout: Option<Duration>,
+}
+
+/// The methods a tool call may be sent with.
+const METHODS: [&str; 5] = ["POST", "PUT", "PATCH", "DELETE", "GET"];
+
+/// Whether `name` is an HTTP header name (RFC 9110 token characters).
+fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte))
+}
+
+fn header_name(what: &str, name: &str) -> Result<String, String> {
+    if is_header_name(name) {
+        Ok(name.to_owned())
+    } else {
+        Err(format!(
+            "{what} '{name}' is not an HTTP header name; use letters, digits and '-', e.g. \"Idempotency-Key\""
+        ))
+    }
+}
+
+fn template(what: &str, text: &str) -> Result<Template, String> {
+    Template::parse(text).map_err(|why| format!("{what}: {why}"))
+}
+
+fn pointer(what: &str, text: &str) -> Result<String, String> {
+    if text.starts_with('/') {
+        Ok(text.to_owned())
+    } else {
+        Err(format!(
+            "{what} '{text}' is not a JSON pointer (RFC 6901); start it with '/', e.g. \"/status\" or \"/data/id\""
+        ))
+    }
+}
+
+impl RequestFile {
+    fn validate(self) -> Result<RequestMapping, String> {
+        let default = RequestMapping::default();
+        let method = match self.method {
+            Some(method) if METHODS.contains(&method.as_str()) => method,
+            Some(method) => {
+                return Err(format!(
+                    "request.method '{method}' is not one chaos sends. Choose from: {}",
+                    METHODS.join(", ")
+                ))
+            }
+            None => default.method,
+        };
+        let path = match self.path {
+            Some(path) if path.starts_with('/') => template("request.path", &path)?,
+            Some(path) => {
+                return Err(format!(
+                    "request.path '{path}' must start with '/', e.g. \"/v1/invoices/{{invoice}}/reminders\""
+                ))
+            }
+            None => default.path,
+        };
+        let operation_id = match self.operation_id {
+            Some(PlaceFile {
+                header: Some(header),
+                body: None,
+            }) => Place::Header(header_name("request.operation-id header", &header)?),
+            Some(PlaceFile {
+                header: None,
+                body: Some(field),
+            }) if !field.is_empty() => Place::Body(field),
+            Some(_) => {
+                return Err("request.operation-id names one place: { header = \"Idempotency-Key\" } or { body = \"idempotency_key\" } (a top-level field of the body)".into())
+            }
+            None => default.operation_id,
+        };
+        let token = match self.token {
+            Some(token) => TokenPlace {
+                header: match token.header {
+                    Some(header) => header_name("request.token header", &header)?,
+                    None => TokenPlace::default().header,
+                },
+                value: match token.value {
+                    Some(value) => template("request.token value", &value)?,
+                    None => TokenPlace::default().value,
+                },
+            },
+            None => default.token,
+        };
+        if !token.value.placeholders().any(|name| name == "token") {
+            return Err("request.token value must carry the caller's token: put {token} in it, e.g. value = \"Bearer {token}\"".into());
+        }
+        let body = match self.body {
+            Some(BodyFile::Json) | None => BodyFormat::Json,
+            Some(BodyFile::Form) => BodyFormat::Form,
+        };
+        let fields = match self.fields {
+            Some(fields) => {
+                let mut templates = BTreeMap::new();
+                for (name, text) in fields {
+                    if let Place::Body(field) = &operation_id {
+                        if *field == name {
+                            return Err(format!("request.fields.{name}: the operation id goes in this field (request.operation-id); leave it out of the template"));
+                        }
+                    }
+                    let value = template(&format!("request.fields.{name}"), &text)?;
+                    templates.insert(name, value);
+                }
+                Some(templates)
+            }
+            None => None,
+        };
+        Ok(RequestMapping {
+            method,
+            path,
+            operation_id,
+            token,
+            body,
+            fields,
+        })
+    }
+}
+
+impl ResponseFile {
+    fn validate(self, status: BTreeMap<u16, Outcome>) -> Result<ResponseMapping, String> {
+        let outcome = match self.outcome {
+            Some(outcome) => Some(pointer("response.outcome", &outcome)?),
+            None => None,
+        };
+        let outcomes = self.outcomes.unwrap_or_default();
+        if !outcomes.is_empty() && outcome.is_none() {
+            return Err("[response.outcomes] names values, but response.outcome does not say where they are; add e.g. outcome = \"/status\"".into());
+        }
+        let receipt = match self.receipt {
+            Some(receipt) => Some(pointer("response.receipt", &receipt)?),
+            None => None,
+        };
+        let replayed_header = match self.replayed_header {
+            Some(header) => header_name("response.replayed-header", &header)?,
+            None => ResponseMapping::default().replayed_header,
+        };
+        Ok(ResponseMapping {
+            status,
+            outcome,
+            outcomes,
+            receipt,
+            replayed_header,
+        })
+    }
+}
+
+/// `[agent]`: how long, and how patiently, the live agent retries a call
+/// whose answer is not final. Left out, the transport's defaults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentBudget {
+    /// How long a worker keeps retrying past the call's `attempts`.
+    pub retry_for: Option<Duration>,
+    /// The pause between attempts, drawn from this range.
+    pub backoff: Option<(Duration, Duration)>,
+    /// How long the agent waits for one attempt's answer.
+    pub timeout: Option<Duration>,
+}
+
+/// Past these the target is hung, not slow: a trial must end in minutes.
+const LONGEST_RETRY_FOR: Duration = Duration::from_secs(600);
+const LONGEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl AgentFile {
+    fn validate(self) -> Result<AgentBudget, String> {
+        let retry_for = match self.retry_for {
+            Some(retry_for) if retry_for.is_zero() || retry_for > LONGEST_RETRY_FOR => {
+                return Err(format!(
+                    "agent.retry-for = \"{}\" must be longer than 0s and at most 10m, e.g. retry-for = \"10s\"",
+                    humantime::format_duration(retry_for)
+                ))
+            }
+            other => other,
+        };
+        let timeout = match self.timeout {
+            Some(timeout) if timeout.is_zero() || timeout > LONGEST_TIMEOUT => {
+                return Err(format!(
+                    "agent.timeout = \"{}\" must be longer than 0s and at most 1m, e.g. timeout = \"5s\"",
+                    humantime::format_duration(timeout)
+                ))
+            }
+            other => other,
+        };
+        let backoff = match self.backoff {
+            Some(text) => Some(backoff_range(&text)?),
+            None => None,
+        };
+        Ok(AgentBudget {
+            retry_for,
+            backoff,
+            timeout,
+        })
+    }
+}
+
+/// `"20ms..60ms"` (drawn uniformly from the range) or `"50ms"` (always).
+fn backoff_range(text: &str) -> Result<(Duration, Duration), String> {
+    let wrong = |why: String| {
+        format!("agent.backoff = \"{text}\": {why}; write a range like \"20ms..60ms\", or one pause like \"50ms\"")
+    };
+    let (low, high) = text.split_once("..").unwrap_or((text, text));
+    let parse = |part: &str| {
+        humantime::parse_duration(part.trim())
+            .map_err(|error| wrong(format!("'{}' is not a duration ({error})", part.trim())))
+    };
+    let (low, high) = (parse(low)?, parse(high)?);
+    if low > high {
+        return Err(wrong("the shorter pause comes first".into()));
+    }
+    if high > LONGEST_TIMEOUT {
+        return Err(wrong("a pause longer than 1m is a hung agent".into()));
+    }
+    Ok((low, high))
 }
 
 // ---- [env] values and the run's facts -------------------------------------
@@ -939,6 +1279,142 @@ command = ["python3", "server.py"]
                 "{query}: {message}"
             );
         }
+    }
+
+    #[test]
+    fn without_request_response_or_agent_tables_the_protocol_and_live_budget_hold() {
+        let file = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[status]\n417 = \"conflict\"\n"
+        ))
+        .unwrap();
+        assert_eq!(file.request, RequestMapping::default());
+        assert_eq!(
+            file.response,
+            ResponseMapping::with_status(BTreeMap::from([(417, Outcome::Conflict)]))
+        );
+        assert_eq!(file.agent, AgentBudget::default());
+    }
+
+    #[test]
+    fn request_and_response_tables_are_read() {
+        let file = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[request]\nmethod = \"PUT\"\npath = \"/v1/invoices/{{invoice}}/reminders\"\noperation-id = {{ body = \"idempotency_key\" }}\ntoken = {{ header = \"X-Api-Key\", value = \"{{token}}\" }}\nbody = \"form\"\n[request.fields]\nto = \"{{recipient}}\"\n[response]\noutcome = \"/status\"\nreceipt = \"/data/id\"\nreplayed-header = \"X-Replayed\"\n[response.outcomes]\nsent = \"applied\"\n"
+        ))
+        .unwrap();
+        assert_eq!(file.request.method, "PUT");
+        assert_eq!(
+            file.request.operation_id,
+            Place::Body("idempotency_key".into())
+        );
+        assert_eq!(file.request.token.header, "X-Api-Key");
+        assert_eq!(file.request.body, BodyFormat::Form);
+        assert_eq!(
+            file.request.path.placeholders().collect::<Vec<_>>(),
+            ["invoice"]
+        );
+        assert_eq!(file.response.outcome.as_deref(), Some("/status"));
+        assert_eq!(file.response.receipt.as_deref(), Some("/data/id"));
+        assert_eq!(file.response.replayed_header, "X-Replayed");
+        assert_eq!(file.response.outcomes["sent"], Outcome::Applied);
+    }
+
+    #[test]
+    fn mapping_errors_name_the_line_and_the_fix() {
+        for (table, says) in [
+            (
+                "[request]\nmethod = \"FETCH\"\n",
+                "Choose from: POST, PUT, PATCH, DELETE, GET",
+            ),
+            ("[request]\npath = \"v1/x\"\n", "must start with '/'"),
+            ("[request]\npath = \"/v1/{invoice\"\n", "never closes"),
+            ("[request]\noperation-id = {}\n", "names one place"),
+            (
+                "[request]\noperation-id = { header = \"X Key\" }\n",
+                "not an HTTP header name",
+            ),
+            (
+                "[request]\ntoken = { value = \"Bearer\" }\n",
+                "put {token} in it",
+            ),
+            (
+                "[request]\noperation-id = { body = \"k\" }\n[request.fields]\nk = \"{invoice}\"\n",
+                "leave it out of the template",
+            ),
+            ("[request]\nbody = \"xml\"\n", "expected `json` or `form`"),
+            ("[request]\nverb = \"POST\"\n", "unknown field `verb`"),
+            (
+                "[response]\noutcome = \"status\"\n",
+                "is not a JSON pointer",
+            ),
+            (
+                "[response]\nreceipt = \"id\"\n",
+                "response.receipt 'id' is not a JSON pointer",
+            ),
+            (
+                "[response.outcomes]\nsent = \"applied\"\n",
+                "does not say where they are",
+            ),
+            (
+                "[response]\noutcome = \"/s\"\n[response.outcomes]\nsent = \"aplied\"\n",
+                "unknown variant `aplied`",
+            ),
+            (
+                "[agent]\nretry-for = \"0s\"\n",
+                "longer than 0s and at most 10m",
+            ),
+            (
+                "[agent]\nretry-for = \"1h\"\n",
+                "longer than 0s and at most 10m",
+            ),
+            ("[agent]\ntimeout = \"2min\"\n", "at most 1m"),
+            (
+                "[agent]\nbackoff = \"60ms..20ms\"\n",
+                "the shorter pause comes first",
+            ),
+            (
+                "[agent]\nbackoff = \"fast\"\n",
+                "write a range like \"20ms..60ms\"",
+            ),
+        ] {
+            let message = parse(&format!("name = \"a\"\n{MINIMAL}{table}"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                message.starts_with("targets/example/target.toml:"),
+                "{table}: {message}"
+            );
+            assert!(message.contains(says), "{table}: {message}");
+        }
+    }
+
+    #[test]
+    fn the_agent_budget_is_read() {
+        let file = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[agent]\nretry-for = \"10s\"\nbackoff = \"100ms..1s\"\ntimeout = \"4s\"\n"
+        ))
+        .unwrap();
+        assert_eq!(file.agent.retry_for, Some(Duration::from_secs(10)));
+        assert_eq!(
+            file.agent.backoff,
+            Some((Duration::from_millis(100), Duration::from_secs(1)))
+        );
+        assert_eq!(file.agent.timeout, Some(Duration::from_secs(4)));
+        let one = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[agent]\nbackoff = \"50ms\"\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            one.agent.backoff,
+            Some((Duration::from_millis(50), Duration::from_millis(50)))
+        );
+        let timing = crate::plan::Timing::live_with(&file.agent);
+        assert_eq!(timing.retry_for, Some(Duration::from_secs(10)));
+        assert_eq!(timing.agent_timeout, Duration::from_secs(4));
+        assert_eq!(timing.backoff_max, Duration::from_secs(1));
+        assert_eq!(
+            crate::plan::Timing::live_with(&AgentBudget::default()),
+            crate::plan::Timing::live()
+        );
     }
 
     fn facts(state: &Path) -> RunFacts<'_> {

@@ -29,6 +29,15 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
                 outcome.is_definitive().then_some((*attempt, outcome))
             })
             .collect();
+        // A target file's `retry-for` kept the agent going past the
+        // attempts: the budget it was judged by says so.
+        let budget = |attempts: u32| match trial.timing.retry_for {
+            Some(retry_for) => format!(
+                "{attempts} attempts and {} of retry-for",
+                humantime::format_duration(retry_for)
+            ),
+            None => format!("{attempts} attempts"),
+        };
         let seen = || {
             let attempts = run.attempts_of_call(call.number);
             join(attempts.iter().map(|attempt| attempt.summary()))
@@ -39,6 +48,17 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
             call.number,
             call.variant.as_str()
         );
+        // The last word the agent had was one the target file's mapping
+        // could not read: whether the call finished is the mapping's
+        // question, not the target's.
+        let unread = finals.iter().find_map(|attempt| {
+            let why = attempt.answer()?.unread.as_deref()?;
+            Some(format!("attempt {}: {why}", describe(attempt)))
+        });
+        if let (true, Some(why)) = (definitive.is_empty(), unread) {
+            not_judged(findings, anchor, name, &label, &why);
+            continue;
+        }
         if let Some(expect) = &call.expect {
             let accepted = join(expect.iter().map(|outcome| outcome.as_str()));
             for (attempt, outcome) in &definitive {
@@ -67,8 +87,8 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
                         Check::Stuck,
                         Some(name),
                         format!(
-                            "{label}: never learned its outcome in {} attempts ({}), expected {accepted}",
-                            call.attempts,
+                            "{label}: never learned its outcome in {} ({}), expected {accepted}",
+                            budget(call.attempts),
                             seen()
                         ),
                     );
@@ -104,8 +124,8 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
                     Check::Stuck,
                     Some(name),
                     format!(
-                        "{label}: never learned the outcome in {} attempts ({}), though the {} provider lets a target find it out",
-                        call.attempts,
+                        "{label}: never learned the outcome in {} ({}), though the {} provider lets a target find it out",
+                        budget(call.attempts),
                         seen(),
                         trial.scenario.provider.profile
                     ),
@@ -162,6 +182,31 @@ mod tests {
         assert_eq!(verdict.safety, Status::Pass);
         assert_eq!(verdict.liveness, Liveness::Fail);
         assert_eq!(verdict.status, Status::Fail);
+    }
+
+    // guards: an answer a target file's [response] mapping could not read
+    // became a silent `unknown`, judged `stuck` against the target (issue 13)
+    #[test]
+    fn an_answer_the_mapping_could_not_read_leaves_the_call_unjudged_and_says_why() {
+        let why = "the mapping could not read this answer (status 200): the value \"queued\" at /status is not in [response.outcomes]";
+        let verdict = Case::new(ONE_CALL)
+            .commit(1, 3)
+            .unread_answer(1, 1, 10, why)
+            .judge();
+        assert!(!verdict.has(Check::Stuck), "{:?}", verdict.findings);
+        let message = &verdict.finding(Check::RunIncomplete).message;
+        assert!(
+            message.contains("not judged on finishing it: attempt att-0-1-1-1 (call 1, worker 1, attempt 1): the mapping could not read this answer (status 200)"),
+            "{message}"
+        );
+        assert_eq!(verdict.status, Status::Unknown);
+        // A later answer it could read decides as always.
+        let verdict = Case::new(ONE_CALL)
+            .commit(1, 3)
+            .unread_answer(1, 1, 10, why)
+            .answer(1, 12, 14, Outcome::Replayed)
+            .judge();
+        assert_eq!(verdict.status, Status::Pass, "{:?}", verdict.findings);
     }
 
     #[test]

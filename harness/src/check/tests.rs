@@ -399,6 +399,20 @@ impl Case {
             receipt,
             disclosed_result,
             reason: None,
+            unread: None,
+        };
+        self.attempt(call, sent_at, ended_at, AttemptEnd::Answered(answer))
+    }
+
+    /// An answer the target file's mapping could not read, and why.
+    pub(crate) fn unread_answer(self, call: u32, sent_at: Ms, ended_at: Ms, why: &str) -> Case {
+        let answer = Answer {
+            status: 200,
+            outcome: Outcome::Unknown,
+            receipt: None,
+            disclosed_result: false,
+            reason: None,
+            unread: Some(why.to_owned()),
         };
         self.attempt(call, sent_at, ended_at, AttemptEnd::Answered(answer))
     }
@@ -418,6 +432,7 @@ impl Case {
             receipt: None,
             disclosed_result: false,
             reason: None,
+            unread: None,
         };
         self.attempt(call, sent_at, ended_at, AttemptEnd::Answered(answer))
     }

@@ -46,8 +46,9 @@ use tokio::sync::watch;
 use crate::fault::{Action, Fault, Live};
 use crate::history::{AttemptEnd, RunOutput};
 use crate::plan::{Timing, Trial};
-use crate::roles::agent::{self, Script, StatusMapping};
+use crate::roles::agent::{self, Script};
 use crate::roles::clock::{HarnessClock, RealTimeline, Timeline};
+use crate::roles::mapping;
 use crate::roles::nemesis::{Crashes, Due};
 use crate::roles::Cast;
 use crate::scenario::{Boundary, Scenario};
@@ -140,7 +141,8 @@ impl Driver for LiveDriver<'_> {
     /// seed must not find the previous run's records, so each live trial gets
     /// fresh identities, while the seed still decides every timing.
     fn plan<'s>(&self, scenario: &'s Scenario, seed: u64) -> Trial<'s> {
-        Trial::in_namespace(scenario, seed, Timing::live(), Some(&fresh_namespace()))
+        let timing = Timing::live_with(&self.file.agent);
+        Trial::in_namespace(scenario, seed, timing, Some(&fresh_namespace()))
     }
 
     fn run(&self, trial: &Trial<'_>, cancel: &AtomicBool) -> Run {
@@ -323,6 +325,12 @@ async fn drive(
     if target.provider_api == ProviderApi::Smtp {
         smtp::refuse_unless_blind(trial, &target.name)?;
     }
+    mapping::check_arguments(&target.request, &target.name, trial).map_err(|why| {
+        Error::NotLive {
+            scenario: scenario.name.clone(),
+            why,
+        }
+    })?;
 
     let timeline: Arc<dyn Timeline> = Arc::new(RealTimeline::start());
     // The same instant on the wall clock, to place rows the database stamped.
@@ -429,9 +437,7 @@ async fn drive(
     let env = cast.agent_env(
         http::Client::new(Arc::new(GatedNetwork { up: gate_open })),
         target_addr.clone(),
-        StatusMapping {
-            overrides: target.status.clone(),
-        },
+        target.mapping(),
     );
     let mut agent = tokio::spawn(agent::run(Script::from_trial(trial), env));
 
@@ -887,7 +893,12 @@ fn run_limit(trial: &Trial<'_>, target: &TargetFile, time: &schedule::LiveTime) 
         .iter()
         .filter(|fault| fault.live() == Live::Restarts)
         .count() as u32;
-    (timing.agent_timeout + timing.backoff_max) * attempts
+    // A `Retry-After` wait is bounded by the budget left, or else by an
+    // attempt's timeout; a `retry-for` budget runs per worker, and the
+    // workers of a call run side by side.
+    let retry_for: Duration = timing.retry_for.unwrap_or_default() * trial.calls.len() as u32;
+    (timing.agent_timeout * 2 + timing.backoff_max) * attempts
+        + retry_for * 2
         + waits
         + (target.ready_timeout + Duration::from_secs(1)) * restarts
         + Duration::from_secs(10)

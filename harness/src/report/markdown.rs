@@ -63,6 +63,17 @@ pub fn render(summary: &Summary) -> String {
         "\nEach cell: the verdict, `effects X/Y` (the most side effects any one operation had / the most allowed: `2/1` is a customer charged twice; `×3` the most effects one intent had for each it was allowed), and seeds that did not pass / seeds run; `not run` when no trial of the cell could run.\n",
     );
 
+    for target in &summary.targets {
+        if let Some(agent) = &target.agent {
+            let _ = writeln!(
+                out,
+                "\nThe agent's retry budget against {}: {}.",
+                escape(&target.name),
+                agent.describe()
+            );
+        }
+    }
+
     if let Some(matrix) = super::decisions::Matrix::of(summary) {
         out.push_str("\n### Authorization decisions\n\n");
         out.push_str(&matrix.render_markdown());

@@ -111,6 +111,47 @@ pub struct TargetMeta {
     /// simulated runs read as they always did.
     #[serde(default = "sim_transport", skip_serializing_if = "Transport::is_sim")]
     pub transport: Transport,
+    /// A live target's agent retry budget in force. Absent for reference
+    /// targets, so their reports read as they always did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentMeta>,
+}
+
+/// The live agent's retry budget, as `[agent]` in a target file sets it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentMeta {
+    /// How long a call whose answer is not final is retried past its
+    /// attempts; `None`: its attempts alone bound it.
+    pub retry_for: Option<String>,
+    /// `MIN..MAX`, the pause between attempts.
+    pub backoff: String,
+    /// How long one attempt waits for its answer.
+    pub timeout: String,
+}
+
+impl AgentMeta {
+    pub(crate) fn of(timing: &crate::plan::Timing) -> AgentMeta {
+        let show = |duration| humantime::format_duration(duration).to_string();
+        AgentMeta {
+            retry_for: timing.retry_for.map(show),
+            backoff: format!("{}..{}", show(timing.backoff_min), show(timing.backoff_max)),
+            timeout: show(timing.agent_timeout),
+        }
+    }
+
+    /// One line for a report.
+    pub fn describe(&self) -> String {
+        let past = match &self.retry_for {
+            Some(retry_for) => {
+                format!("retried for {retry_for} past its attempts while the answer is not final")
+            }
+            None => "no retry-for: its attempts alone".to_owned(),
+        };
+        format!(
+            "each call's attempts, {past}; backoff {}; {} per attempt; Retry-After honoured",
+            self.backoff, self.timeout
+        )
+    }
 }
 
 fn is_new_operation(policy: &AfterRetention) -> bool {
@@ -131,6 +172,7 @@ impl TargetMeta {
                 .map(|retention| humantime::format_duration(retention).to_string()),
             after_retention: info.after_retention,
             transport,
+            agent: None,
         }
     }
 }

@@ -7,53 +7,24 @@
 //! retry when the runtime holds no key) the next tool call has a new tool-use
 //! id, and a key of its own unless the orchestrator holds the step's.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chaos_kit::clock::Clock;
-use chaos_kit::http::{CallFailure, Client, Request, Response};
-use chaos_kit::protocol::{
-    AnswerBody, Outcome, ATTEMPT_ID, AUTHORIZATION, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, RUN_ID,
-    STEP_ID, TOOL_USE_ID, TRACEPARENT,
-};
+use chaos_kit::http::{CallFailure, Client};
+use chaos_kit::protocol::{ATTEMPT_ID, RUN_ID, STEP_ID, TOOL_USE_ID, TRACEPARENT};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::fault::{Action, LossMode, Wording};
-use crate::history::{Answer, Attempt, AttemptEnd};
+use crate::history::{Attempt, AttemptEnd};
 use crate::plan::{attempt_id, own_key, tool_use_id, Payload, Timing, Trial};
 use crate::roles::clock::Timeline;
+use crate::roles::mapping::{retry_after, CallValues, Mapping};
 use crate::roles::nemesis::Nemesis;
 use crate::scenario::Identity;
-
-/// How a target's statuses map to outcomes when its body names none. Targets
-/// may override single statuses (some middleware answers 417 on a mismatch).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct StatusMapping {
-    pub overrides: BTreeMap<u16, Outcome>,
-}
-
-impl StatusMapping {
-    pub(crate) fn interpret(&self, response: &Response) -> Answer {
-        let body: AnswerBody = serde_json::from_slice(&response.body).unwrap_or_default();
-        let replayed = response.header_value(IDEMPOTENT_REPLAYED) == Some("true");
-        let outcome = body.outcome.unwrap_or_else(|| {
-            self.overrides
-                .get(&response.status)
-                .copied()
-                .unwrap_or_else(|| Outcome::from_status(response.status, replayed))
-        });
-        Answer {
-            status: response.status,
-            outcome,
-            receipt: body.receipt,
-            disclosed_result: body.result.is_some(),
-            reason: body.reason,
-        }
-    }
-}
 
 /// The agent's whole script, owned, so it can run as a `'static` task.
 #[derive(Debug, Clone)]
@@ -167,7 +138,8 @@ pub(crate) struct AgentEnv {
     pub timeline: Arc<dyn Timeline>,
     pub clock: Arc<dyn Clock>,
     pub nemesis: Arc<Nemesis>,
-    pub mapping: StatusMapping,
+    /// How a tool call is put to the target, and its answer read.
+    pub mapping: Mapping,
     pub attempts: Arc<Mutex<Vec<Attempt>>>,
 }
 
@@ -284,11 +256,21 @@ async fn run_worker(
     let mut crashes = env.nemesis.agent_crashes();
     crashes.mark_unchanged();
     let mut attempt = 0;
+    let timing = &script.timing;
+    // The time budget runs from the worker's first attempt: a runtime that
+    // decides the step again on every retry must not restart it.
+    let worker_started = tokio::time::Instant::now();
+    let budget_left = || {
+        timing
+            .retry_for
+            .map(|budget| budget.saturating_sub(worker_started.elapsed()))
+            .filter(|left| !left.is_zero())
+    };
     // Tool calls to make, in order: this one, then any the planner re-issues.
     let mut tool_calls = VecDeque::from([first]);
     while let Some(mut tool_call) = tool_calls.pop_front() {
         let mut tries = 0;
-        while tries < call.attempts {
+        loop {
             sit_out_clock_jump(env).await;
             attempt += 1;
             tries += 1;
@@ -300,6 +282,7 @@ async fn run_worker(
                 end,
                 replans,
                 redelivery,
+                retry_after,
             } = tokio::select! {
                 biased;
                 sent = sent => sent,
@@ -358,13 +341,23 @@ async fn run_worker(
                 tries -= 1;
                 continue;
             }
-            if definitive || tries == call.attempts {
+            // `attempts` is the cap on tries; a `retry-for` budget lets a
+            // call whose answer is not final go on past it until spent.
+            if definitive || (tries >= call.attempts && budget_left().is_none()) {
                 break;
             }
-            let timing = &script.timing;
+            // Drawn whether or not it is used, so the seed's other draws
+            // stay where they were.
             let backoff_ms =
                 rng.random_range(millis(timing.backoff_min)..=millis(timing.backoff_max));
-            tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
+            let pause = match retry_after {
+                // The wait the answer asks for, bounded by what is left of
+                // the budget (without one, by an attempt's timeout: an
+                // answer never stalls the agent longer than a silence would).
+                Some(asked) => asked.min(budget_left().unwrap_or(timing.agent_timeout)),
+                None => Duration::from_millis(backoff_ms),
+            };
+            tokio::time::sleep(pause).await;
             // Heard nothing useful: a runtime that holds no key lets the
             // model decide again instead of retrying, as does one whose call
             // stalled past the agent's patience.
@@ -389,6 +382,8 @@ struct Sent {
     end: AttemptEnd,
     replans: Vec<(u32, Wording)>,
     redelivery: Option<Redelivery>,
+    /// The wait a `Retry-After` on the answer the agent read asks for.
+    retry_after: Option<Duration>,
 }
 
 impl Sent {
@@ -397,6 +392,7 @@ impl Sent {
             end,
             replans: Vec::new(),
             redelivery: None,
+            retry_after: None,
         }
     }
 }
@@ -419,17 +415,18 @@ async fn send_attempt(
     attempt: u32,
 ) -> Sent {
     // Built again for a second delivery: the same bytes, headers and all.
+    // The chaos headers go with any mapping: services ignore headers they
+    // do not know.
     let request = || {
-        let mut request = Request::post(
-            format!("/tools/{}", call.tool),
-            tool_call.payload.bytes.clone(),
-        );
-        for (name, value) in &call.headers {
-            request = request.header(name.as_str(), value.as_str());
-        }
-        request
-            .header(IDEMPOTENCY_KEY, tool_call.key.as_str())
-            .header(AUTHORIZATION, format!("Bearer {}", call.token))
+        let values = CallValues {
+            tool: &call.tool,
+            operation_id: &tool_call.key,
+            token: &call.token,
+            arguments: &tool_call.payload.bytes,
+        };
+        env.mapping
+            .request
+            .build(&values, &call.headers)
             .header(ATTEMPT_ID, attempt_id)
             .header(RUN_ID, script.run_id.as_str())
             .header(STEP_ID, call.step_id.as_str())
@@ -438,7 +435,6 @@ async fn send_attempt(
                 TRACEPARENT,
                 traceparent(&script.run_id, call.number, attempt),
             )
-            .header("content-type", "application/json")
     };
     let timeout = script.timing.agent_timeout;
     let deadline = tokio::time::Instant::now() + timeout;
@@ -446,7 +442,8 @@ async fn send_attempt(
         Ok(response) => response,
         Err(failure) => return Sent::ended(AttemptEnd::Failed { failure }),
     };
-    let answer = env.mapping.interpret(&response);
+    let answer = env.mapping.response.interpret(&response);
+    let retry_after = retry_after(&response);
     let fate = env.nemesis.answer();
     let mut redelivery = None;
     let end = match fate.action {
@@ -456,7 +453,7 @@ async fn send_attempt(
         Some(Action::Redeliver) => {
             let (sent_at, wall_clock_ms) = (env.timeline.now(), env.clock.now_ms());
             let end = match env.http.call(&env.target, request(), timeout).await {
-                Ok(response) => AttemptEnd::Answered(env.mapping.interpret(&response)),
+                Ok(response) => AttemptEnd::Answered(env.mapping.response.interpret(&response)),
                 Err(failure) => AttemptEnd::Failed { failure },
             };
             redelivery = Some(Redelivery {
@@ -489,10 +486,15 @@ async fn send_attempt(
         }
         _ => AttemptEnd::Answered(answer),
     };
+    let retry_after = match &end {
+        AttemptEnd::Answered(_) => retry_after,
+        _ => None,
+    };
     Sent {
         end,
         replans: fate.replans,
         redelivery,
+        retry_after,
     }
 }
 
@@ -513,43 +515,4 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_body_outcome_wins_over_the_status() {
-        let response = Response::json(503, &AnswerBody::outcome(Outcome::Pending));
-        assert_eq!(
-            StatusMapping::default().interpret(&response).outcome,
-            Outcome::Pending
-        );
-    }
-
-    #[test]
-    fn overrides_apply_to_bare_statuses() {
-        let mut mapping = StatusMapping::default();
-        mapping.overrides.insert(417, Outcome::Conflict);
-        assert_eq!(
-            mapping.interpret(&Response::new(417)).outcome,
-            Outcome::Conflict
-        );
-        assert_eq!(
-            StatusMapping::default()
-                .interpret(&Response::new(417))
-                .outcome,
-            Outcome::Rejected
-        );
-    }
-
-    #[test]
-    fn replays_are_read_from_the_header() {
-        let response = Response::new(200).header(IDEMPOTENT_REPLAYED, "true");
-        assert_eq!(
-            StatusMapping::default().interpret(&response).outcome,
-            Outcome::Replayed
-        );
-    }
 }

@@ -16,6 +16,7 @@
 pub(crate) mod agent;
 pub(crate) mod authority;
 pub(crate) mod clock;
+pub(crate) mod mapping;
 pub(crate) mod nemesis;
 pub(crate) mod provider;
 
@@ -27,9 +28,10 @@ use chaos_kit::clock::Clock;
 
 use crate::history::{Attempt, History, Ms, RunOutput};
 use crate::plan::Trial;
-use agent::{AgentEnv, StatusMapping};
+use agent::AgentEnv;
 use authority::Authority;
 use clock::{HarnessClock, Timeline};
+use mapping::Mapping;
 use nemesis::{ClockWait, Nemesis};
 use provider::{Provider, ProviderConfig};
 
@@ -134,7 +136,7 @@ impl Cast {
         &self,
         http: chaos_kit::http::Client,
         target: String,
-        mapping: StatusMapping,
+        mapping: Mapping,
     ) -> AgentEnv {
         AgentEnv {
             http,

@@ -25,8 +25,9 @@ use chaos_kit::TargetEnv;
 
 use crate::history::{Ms, RunOutput};
 use crate::plan::{Timing, Trial};
-use crate::roles::agent::{self, Script, StatusMapping};
+use crate::roles::agent::{self, Script};
 use crate::roles::clock::{HarnessClock, Timeline};
+use crate::roles::mapping::Mapping;
 use crate::roles::nemesis::{Crashes, Due, Nemesis};
 use crate::roles::Cast;
 use crate::scenario::Scenario;
@@ -182,7 +183,7 @@ fn simulate(trial: &Trial<'_>, target: &SimTarget, cancel: &AtomicBool) -> Optio
         let env = cast.agent_env(
             chaos_kit::http::Client::new(Arc::new(SimNetwork)),
             format!("{TARGET_HOST}:{TARGET_PORT}"),
-            StatusMapping::default(),
+            Mapping::default(),
         );
         let script = Script::from_trial(trial);
         sim.client("agent", async move {
