@@ -27,6 +27,9 @@
 //! [effects]                           # optional: effects are rows in the target's database
 //! database = "postgresql://postgres@127.0.0.1:5432/test"
 //! query = "SELECT id::text FROM reminders WHERE invoice = $1"
+//!
+//! [provider]                          # optional: the API the target speaks to the provider
+//! api = "stripe"                      # "chaos" (default, docs/target-protocol.md §4) or "stripe"
 //! ```
 
 use std::collections::BTreeMap;
@@ -73,6 +76,31 @@ pub struct TargetFile {
     /// Where the effects are, when they are rows in the target's own
     /// database rather than requests to the provider.
     pub effects: Option<EffectsQuery>,
+    /// Which API the target's provider speaks (`[provider] api`).
+    pub provider_api: ProviderApi,
+}
+
+/// `[provider] api`: the shape of the provider's HTTP API the target talks
+/// to. Either way the same provider decides, records and takes faults; only
+/// the requests it reads and the answers it writes differ.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProviderApi {
+    /// chaos's own: `POST /effects/{tool}` with the arguments as JSON (§4).
+    #[default]
+    Chaos,
+    /// The subset of Stripe's v1 API a payments service uses for one-off
+    /// charges, with Stripe's idempotency contract (`roles::stripe`).
+    Stripe,
+}
+
+impl ProviderApi {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderApi::Chaos => "chaos",
+            ProviderApi::Stripe => "stripe",
+        }
+    }
 }
 
 /// `[effects]`: the query that lists an operation's effects in the
@@ -181,6 +209,15 @@ struct File {
     retention: Option<RetentionFile>,
     #[serde(default)]
     effects: Option<Spanned<EffectsFile>>,
+    #[serde(default)]
+    provider: Option<ProviderFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct ProviderFile {
+    #[serde(default)]
+    api: ProviderApi,
 }
 
 #[derive(Debug, Deserialize)]
@@ -418,6 +455,7 @@ impl File {
                 shorten: retention.shorten,
             }),
             effects,
+            provider_api: self.provider.map(|provider| provider.api).unwrap_or_default(),
         })
     }
 }
@@ -841,6 +879,18 @@ command = ["python3", "server.py"]
                 "{query}: {message}"
             );
         }
+    }
+
+    #[test]
+    fn a_provider_api_is_chaos_unless_the_file_says_stripe() {
+        assert_eq!(parse(&format!("name = \"a\"\n{MINIMAL}")).unwrap().provider_api, ProviderApi::Chaos);
+        let file = parse(&format!("name = \"a\"\n{MINIMAL}[provider]\napi = \"stripe\"\n")).unwrap();
+        assert_eq!(file.provider_api, ProviderApi::Stripe);
+        let message = parse(&format!("name = \"a\"\n{MINIMAL}[provider]\napi = \"paypal\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(message.starts_with("targets/example/target.toml:5:"), "{message}");
+        assert!(message.contains("paypal") && message.contains("`chaos`") && message.contains("`stripe`"), "{message}");
     }
 
     fn facts(state: &Path) -> RunFacts<'_> {
