@@ -23,6 +23,7 @@ use chaos_kit::net::{BoxFuture, Listener};
 use chaos_kit::target::TargetInfo;
 use chaos_kit::TargetEnv;
 
+use crate::target_file::ProviderApi;
 use crate::history::{Ms, RunOutput};
 use crate::plan::{Timing, Trial};
 use crate::roles::agent::{self, Script, StatusMapping};
@@ -105,6 +106,7 @@ fn simulate(trial: &Trial<'_>, target: &SimTarget, cancel: &AtomicBool) -> Optio
         clock.clone(),
         scenario.provider.retention,
         Default::default(),
+        ProviderApi::Chaos,
     );
 
     let mut sim = turmoil::Builder::new()
