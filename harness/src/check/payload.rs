@@ -31,11 +31,19 @@ fn changed_payload_dispatched(operation: &OperationView<'_>, findings: &mut Find
             let epoch = epochs.at(dispatch.at);
             if dispatch.provider_shaped {
                 // In the provider's shape, a payload compares only with the
-                // first one the target sent in that shape in its epoch.
+                // first one the target sent in that shape under the same
+                // downstream key in its epoch: under another key it is
+                // another request, whose per-request details (the key
+                // itself, in the metadata) may differ, and whose effect the
+                // effect count judges.
                 operation
                     .dispatches
                     .iter()
-                    .find(|first| first.provider_shaped && epochs.at(first.at) == epoch)
+                    .find(|first| {
+                        first.provider_shaped
+                            && first.key == dispatch.key
+                            && epochs.at(first.at) == epoch
+                    })
                     .is_some_and(|first| first.intent() != dispatch.intent())
             } else {
                 dispatch.intent() != epochs.intents[epoch]
@@ -140,13 +148,13 @@ mod tests {
     // arguments read as a replay for a changed payload (issue 13, item 2)
     #[test]
     fn a_provider_shaped_payload_is_compared_only_with_its_own_kind() {
-        let verdict = Case::new(CHANGED)
+        let verdict = Case::new(EQUIVALENT)
             .commit(1, 3)
             .provider_shaped("form-a")
             .answer(1, 1, 5, Outcome::Applied)
-            .replayed_dispatch(1, 6)
+            .replayed_dispatch(2, 6)
             .provider_shaped("form-a")
-            .answer(1, 6, 8, Outcome::Replayed)
+            .answer(2, 6, 8, Outcome::Replayed)
             .judge();
         assert!(verdict.findings.is_empty(), "{:?}", verdict.findings);
 

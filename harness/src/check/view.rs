@@ -630,7 +630,10 @@ impl Epochs {
         let mut bound = vec![false; epochs.starts.len()];
         // A payload in the provider's own shape (a Stripe form) is not the
         // arguments: it tells nothing about what the agent's attempts sent.
-        for dispatch in dispatches.iter().filter(|dispatch| !dispatch.provider_shaped) {
+        for dispatch in dispatches
+            .iter()
+            .filter(|dispatch| !dispatch.provider_shaped)
+        {
             let epoch = epochs.at(dispatch.at);
             if !bound[epoch] {
                 bound[epoch] = true;

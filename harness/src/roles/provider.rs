@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use chaos_kit::canonical::{intent_fingerprint, payload_fingerprint, value_fingerprint};
 use bytes::Bytes;
+use chaos_kit::canonical::{intent_fingerprint, payload_fingerprint, value_fingerprint};
 use chaos_kit::clock::{millis, Clock};
 use chaos_kit::http::{Abort, Request, Response};
 use chaos_kit::protocol::{
@@ -563,9 +563,7 @@ fn chaos_answer(answer: Answer) -> Response {
     };
     match answer {
         Answer::Created { receipt } => Response::json(201, &Receipt { receipt }),
-        Answer::Replayed { receipt } => {
-            replayed(Response::json(200, &Receipt { receipt }), true)
-        }
+        Answer::Replayed { receipt } => replayed(Response::json(200, &Receipt { receipt }), true),
         Answer::KeyConflict => Response::new(422),
         Answer::Declined { replayed: again } => replayed(declined_answer(), again),
         Answer::Error {

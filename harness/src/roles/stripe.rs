@@ -347,7 +347,9 @@ pub(crate) fn parse_form(body: &[u8]) -> Result<Value, String> {
             rest = &inner[end + 1..];
         }
         if head.is_empty() || !rest.is_empty() {
-            return Err(format!("Invalid request: malformed parameter name '{name}'."));
+            return Err(format!(
+                "Invalid request: malformed parameter name '{name}'."
+            ));
         }
         insert(&mut root, &path, value)
             .map_err(|()| format!("Invalid request: parameter '{name}' conflicts with another."))?;
@@ -483,7 +485,8 @@ attempts = 2
     }
 
     fn post(path: &str, key: Option<&str>, form: &str) -> Request {
-        let request = Request::post(path, form.to_owned()).header("authorization", "Bearer sk_test_chaos");
+        let request =
+            Request::post(path, form.to_owned()).header("authorization", "Bearer sk_test_chaos");
         match key {
             Some(key) => request.header(IDEMPOTENCY_KEY, key),
             None => request,
@@ -504,7 +507,8 @@ attempts = 2
         serde_json::from_slice(&response.body).unwrap()
     }
 
-    const CHARGE: &str = "amount=4999&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[invoice]=inv-1";
+    const CHARGE: &str =
+        "amount=4999&currency=usd&confirm=true&payment_method=pm_card_visa&metadata[invoice]=inv-1";
     const REORDERED: &str = "metadata%5Binvoice%5D=inv-1&payment_method=pm_card_visa&confirm=true&currency=usd&amount=4999";
 
     #[test]
@@ -551,9 +555,15 @@ attempts = 2
         assert_eq!(dispatches[0].key.as_deref(), Some("k-1"));
         assert!(dispatches[0].provider_shaped);
 
-        let fetched = send(&provider, Request::get(&format!("/v1/payment_intents/{id}")).header("authorization", "Bearer sk"));
+        let fetched = send(
+            &provider,
+            Request::get(&format!("/v1/payment_intents/{id}")).header("authorization", "Bearer sk"),
+        );
         assert_eq!((fetched.status, body(&fetched)), (200, intent));
-        let missing = send(&provider, Request::get("/v1/charges/ch_nope").header("authorization", "Bearer sk"));
+        let missing = send(
+            &provider,
+            Request::get("/v1/charges/ch_nope").header("authorization", "Bearer sk"),
+        );
         assert_eq!(missing.status, 404);
         assert_eq!(body(&missing)["error"]["code"], "resource_missing");
     }
@@ -562,7 +572,10 @@ attempts = 2
     fn the_first_answer_is_replayed_to_the_key_whatever_the_parameters_order() {
         let provider = provider("", Duration::from_secs(86_400));
         let first = send(&provider, post("/v1/payment_intents", Some("k-1"), CHARGE));
-        let again = send(&provider, post("/v1/payment_intents", Some("k-1"), REORDERED));
+        let again = send(
+            &provider,
+            post("/v1/payment_intents", Some("k-1"), REORDERED),
+        );
         assert_eq!(again.status, 200);
         assert_eq!(again.header_value(IDEMPOTENT_REPLAYED), Some("true"));
         assert_eq!(body(&again), body(&first));
@@ -586,7 +599,10 @@ attempts = 2
             assert_eq!(response.status, 400, "{path}");
             let error = &body(&response)["error"];
             assert_eq!(error["type"], "idempotency_error");
-            assert!(error["message"].as_str().unwrap().contains("'k-1'"), "{error}");
+            assert!(
+                error["message"].as_str().unwrap().contains("'k-1'"),
+                "{error}"
+            );
         }
         let ledger = provider.ledger();
         assert_eq!(ledger.effects.len(), 1);
@@ -596,16 +612,26 @@ attempts = 2
 
     #[test]
     fn a_request_with_a_key_in_flight_is_refused_with_409_and_is_no_dispatch() {
-        let provider = provider("processing-delay = \"200ms\"\n", Duration::from_secs(86_400));
+        let provider = provider(
+            "processing-delay = \"200ms\"\n",
+            Duration::from_secs(86_400),
+        );
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .unwrap();
         let (first, second) = runtime.block_on(async {
-            let first = tokio::spawn(provider.clone().handle(post("/v1/charges", Some("k-1"), CHARGE)));
+            let first = tokio::spawn(provider.clone().handle(post(
+                "/v1/charges",
+                Some("k-1"),
+                CHARGE,
+            )));
             tokio::time::sleep(Duration::from_millis(50)).await;
-            let second = provider.clone().handle(post("/v1/charges", Some("k-1"), CHARGE)).await;
+            let second = provider
+                .clone()
+                .handle(post("/v1/charges", Some("k-1"), CHARGE))
+                .await;
             (first.await.unwrap().unwrap(), second.unwrap())
         });
         assert_eq!(first.status, 200);
@@ -654,8 +680,18 @@ attempts = 2
     #[test]
     fn search_finds_objects_by_their_metadata() {
         let provider = provider("", Duration::from_secs(86_400));
-        let charge = body(&send(&provider, post("/v1/payment_intents", Some("k-1"), CHARGE)));
-        send(&provider, post("/v1/payment_intents", Some("k-2"), &CHARGE.replace("inv-1", "inv-2")));
+        let charge = body(&send(
+            &provider,
+            post("/v1/payment_intents", Some("k-1"), CHARGE),
+        ));
+        send(
+            &provider,
+            post(
+                "/v1/payment_intents",
+                Some("k-2"),
+                &CHARGE.replace("inv-1", "inv-2"),
+            ),
+        );
         let search = |query: &str| {
             send(
                 &provider,
@@ -665,7 +701,9 @@ attempts = 2
         };
         let found = body(&search("metadata%5B%27invoice%27%5D%3A%27inv-1%27"));
         assert_eq!(found["data"], json!([charge]));
-        let none = body(&search("metadata['invoice']:'inv-1'%20AND%20metadata['x']:'y'"));
+        let none = body(&search(
+            "metadata['invoice']:'inv-1'%20AND%20metadata['x']:'y'",
+        ));
         assert_eq!(none["data"], json!([]));
         assert_eq!(search("amount>10").status, 400);
     }
@@ -676,15 +714,25 @@ attempts = 2
         let charge = body(&send(&provider, post("/v1/charges", Some("k-1"), CHARGE)));
         let refund = send(
             &provider,
-            post("/v1/refunds", Some("k-2"), &format!("charge={}", charge["id"].as_str().unwrap())),
+            post(
+                "/v1/refunds",
+                Some("k-2"),
+                &format!("charge={}", charge["id"].as_str().unwrap()),
+            ),
         );
         assert_eq!(refund.status, 200);
         assert!(body(&refund)["id"].as_str().unwrap().starts_with("re_"));
         let ledger = provider.ledger();
         assert_eq!(ledger.effects[1].subject.as_deref(), Some("inv-1"));
-        let unknown = send(&provider, post("/v1/refunds", Some("k-3"), "charge=ch_nope"));
+        let unknown = send(
+            &provider,
+            post("/v1/refunds", Some("k-3"), "charge=ch_nope"),
+        );
         assert_eq!(unknown.status, 400);
-        assert!(body(&unknown)["error"]["message"].as_str().unwrap().contains("No such charge"));
+        assert!(body(&unknown)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("No such charge"));
     }
 
     #[test]
@@ -692,13 +740,22 @@ attempts = 2
         let provider = provider("", Duration::from_secs(86_400));
         let missing = send(&provider, post("/v1/charges", Some("k-1"), "currency=usd"));
         assert_eq!(missing.status, 400);
-        assert_eq!(body(&missing)["error"]["message"], "Missing required param: amount.");
-        assert_eq!(provider.ledger().dispatches[0].disposition, Disposition::Malformed);
+        assert_eq!(
+            body(&missing)["error"]["message"],
+            "Missing required param: amount."
+        );
+        assert_eq!(
+            provider.ledger().dispatches[0].disposition,
+            Disposition::Malformed
+        );
         let anonymous = send(&provider, Request::post("/v1/charges", CHARGE));
         assert_eq!(anonymous.status, 401);
         let unknown = send(&provider, post("/v1/customers", None, "email=a"));
         assert_eq!(unknown.status, 404);
-        assert!(body(&unknown)["error"]["message"].as_str().unwrap().contains("POST /v1/payment_intents"));
+        assert!(body(&unknown)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("POST /v1/payment_intents"));
         assert_eq!(provider.ledger().dispatches.len(), 1);
     }
 }
@@ -772,13 +829,20 @@ mod sdk {
             String::from_utf8_lossy(&output.stderr)
         );
         let seen = serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
-            panic!("contract.py {case} printed no JSON ({error}): {}", String::from_utf8_lossy(&output.stdout))
+            panic!(
+                "contract.py {case} printed no JSON ({error}): {}",
+                String::from_utf8_lossy(&output.stdout)
+            )
         });
         (seen, provider.ledger())
     }
 
     fn dispositions(ledger: &Ledger) -> Vec<Disposition> {
-        ledger.dispatches.iter().map(|dispatch| dispatch.disposition.clone()).collect()
+        ledger
+            .dispatches
+            .iter()
+            .map(|dispatch| dispatch.disposition.clone())
+            .collect()
     }
 
     #[test]
@@ -792,7 +856,10 @@ mod sdk {
         assert_eq!(seen["metadata"]["invoice"], "inv-1");
         assert_eq!(ledger.effects.len(), 1);
         assert_eq!(ledger.effects[0].subject.as_deref(), Some("inv-1"));
-        assert!(matches!(ledger.dispatches[1].disposition, Disposition::Replayed { .. }));
+        assert!(matches!(
+            ledger.dispatches[1].disposition,
+            Disposition::Replayed { .. }
+        ));
     }
 
     #[test]
@@ -809,7 +876,10 @@ mod sdk {
         assert_eq!(ledger.effects.len(), 1);
         assert_eq!(
             dispositions(&ledger)[1..],
-            [Disposition::Failed { status: 500, replayed: true }]
+            [Disposition::Failed {
+                status: 500,
+                replayed: true
+            }]
         );
     }
 
@@ -882,7 +952,10 @@ mod sdk {
         assert!(ledger.effects.is_empty());
         assert_eq!(
             dispositions(&ledger),
-            [Disposition::Declined { replayed: false }, Disposition::Declined { replayed: true }]
+            [
+                Disposition::Declined { replayed: false },
+                Disposition::Declined { replayed: true }
+            ]
         );
     }
 }
