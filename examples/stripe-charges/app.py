@@ -20,9 +20,10 @@ Modes (`CHARGES_MODE`):
 - `correct`: the Stripe idempotency key is minted once per operation, stored
   with the claim, and re-sent on every retry, so Stripe replays what it did;
 - `fresh-key`, the documented weakness: a new Stripe idempotency key per
-  request the service receives. The SDK's own retry reuses it, so a single
-  lost answer is still recovered inside the request; a retry from outside
-  the SDK (the caller's, after a restart or a saved 500) charges again.
+  request the service receives. Within the request the key holds (the SDK's
+  own retry reuses it, the search after a 500 finds the charge by it); a
+  retry from outside the request (the caller's, after a restart) charges
+  again.
 
 Configuration, all from the environment (the target files fill it in):
 LISTEN_HOST, LISTEN_PORT, STRIPE_API_BASE, STRIPE_API_KEY,

@@ -52,7 +52,8 @@ def failure(error):
     return {
         "raised": type(error).__name__,
         "status": error.http_status,
-        "code": error.code,
+        # The SDK names the code only for the errors it has a class for.
+        "code": error.code or ((error.json_body or {}).get("error") or {}).get("code"),
         "replayed": (error.headers or {}).get("Idempotent-Replayed"),
     }
 
@@ -69,7 +70,7 @@ def case_replay():
         "again_replayed": replayed(again),
         "status": again.status,
         "amount": again.amount,
-        "metadata": dict(fetched.metadata),
+        "metadata": fetched.metadata.to_dict(),
     }
 
 

@@ -455,7 +455,10 @@ impl File {
                 shorten: retention.shorten,
             }),
             effects,
-            provider_api: self.provider.map(|provider| provider.api).unwrap_or_default(),
+            provider_api: self
+                .provider
+                .map(|provider| provider.api)
+                .unwrap_or_default(),
         })
     }
 }
@@ -883,14 +886,32 @@ command = ["python3", "server.py"]
 
     #[test]
     fn a_provider_api_is_chaos_unless_the_file_says_stripe() {
-        assert_eq!(parse(&format!("name = \"a\"\n{MINIMAL}")).unwrap().provider_api, ProviderApi::Chaos);
-        let file = parse(&format!("name = \"a\"\n{MINIMAL}[provider]\napi = \"stripe\"\n")).unwrap();
+        assert_eq!(
+            parse(&format!("name = \"a\"\n{MINIMAL}"))
+                .unwrap()
+                .provider_api,
+            ProviderApi::Chaos
+        );
+        let file = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[provider]\napi = \"stripe\"\n"
+        ))
+        .unwrap();
         assert_eq!(file.provider_api, ProviderApi::Stripe);
-        let message = parse(&format!("name = \"a\"\n{MINIMAL}[provider]\napi = \"paypal\"\n"))
-            .unwrap_err()
-            .to_string();
-        assert!(message.starts_with("targets/example/target.toml:5:"), "{message}");
-        assert!(message.contains("paypal") && message.contains("`chaos`") && message.contains("`stripe`"), "{message}");
+        let message = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[provider]\napi = \"paypal\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            message.starts_with("targets/example/target.toml:5:"),
+            "{message}"
+        );
+        assert!(
+            message.contains("paypal")
+                && message.contains("`chaos`")
+                && message.contains("`stripe`"),
+            "{message}"
+        );
     }
 
     fn facts(state: &Path) -> RunFacts<'_> {

@@ -49,6 +49,7 @@ fn the_stripe_example_charges_once_and_its_fresh_key_mode_twice_where_documented
         "scenarios/provider-saved-error.toml",
         "scenarios/changed-payload.toml",
         "scenarios/revoked-permission.toml",
+        "scenarios/concurrent-attempts-keyed.toml",
         "scenarios/lost-response-blind.toml",
         "--target",
         CORRECT,
@@ -62,10 +63,8 @@ fn the_stripe_example_charges_once_and_its_fresh_key_mode_twice_where_documented
         out.to_str().unwrap(),
     ]);
     let (stdout, stderr) = common::text(&output);
-    let text =
-        std::fs::read_to_string(out.join("report.json")).unwrap_or_else(|error| {
-            panic!("no report.json ({error}): {stdout}{stderr}")
-        });
+    let text = std::fs::read_to_string(out.join("report.json"))
+        .unwrap_or_else(|error| panic!("no report.json ({error}): {stdout}{stderr}"));
     let report: serde_json::Value = serde_json::from_str(&text).unwrap();
     common::assert_valid_report(&report);
     let cells = cells(&report);
@@ -76,13 +75,15 @@ fn the_stripe_example_charges_once_and_its_fresh_key_mode_twice_where_documented
             .clone()
     };
 
-    for scenario in [
+    let passing = [
         "lost-response-keyed",
         "worker-restart",
         "provider-saved-error",
         "changed-payload",
         "revoked-permission",
-    ] {
+        "concurrent-attempts-keyed",
+    ];
+    for scenario in passing {
         let (verdict, effects, reason) = cell(scenario, "stripe-charges");
         assert_eq!(
             (verdict.as_str(), effects),
@@ -90,18 +91,24 @@ fn the_stripe_example_charges_once_and_its_fresh_key_mode_twice_where_documented
             "{scenario} x stripe-charges: {reason}\n{stdout}"
         );
     }
-    // The SDK's own retry hides a single lost answer in both modes...
-    let (verdict, _, reason) = cell("lost-response-keyed", "stripe-charges-fresh-key");
-    assert_eq!(verdict, "pass", "{reason}\n{stdout}");
-    // ...and a retry from outside it charges again under a new key.
-    for scenario in ["worker-restart", "provider-saved-error"] {
-        let (verdict, effects, reason) = cell(scenario, "stripe-charges-fresh-key");
-        assert_eq!(
-            (verdict.as_str(), effects),
-            ("fail", 2),
-            "{scenario} x stripe-charges-fresh-key: {reason}\n{stdout}"
-        );
+    // The weakness hides behind the SDK's own retry (a lost answer) and the
+    // search by the key in the metadata (a saved 500)...
+    for scenario in passing
+        .iter()
+        .filter(|scenario| **scenario != "worker-restart")
+    {
+        let (verdict, _, reason) = cell(scenario, "stripe-charges-fresh-key");
+        assert_eq!(verdict, "pass", "{scenario}: {reason}\n{stdout}");
     }
+    // ...and a retry from outside the request, after a restart, charges
+    // again under a new key.
+    let (verdict, effects, reason) = cell("worker-restart", "stripe-charges-fresh-key");
+    assert_eq!(
+        (verdict.as_str(), effects),
+        ("fail", 2),
+        "worker-restart x stripe-charges-fresh-key: {reason}\n{stdout}"
+    );
+    assert!(reason.contains("duplicate-effect"), "{reason}");
     // A blind provider is not Stripe: not run, saying why.
     for target in ["stripe-charges", "stripe-charges-fresh-key"] {
         let (verdict, _, reason) = cell("lost-response-blind", target);

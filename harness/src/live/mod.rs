@@ -647,8 +647,10 @@ fn stripe_contract(trial: &Trial<'_>, target: &TargetFile) -> Result<()> {
             "it declares the provider keeps keys {}, and Stripe keeps them 24h",
             provider
                 .retention
-                .map_or("forever".to_owned(), |kept| humantime::format_duration(kept)
-                    .to_string())
+                .map_or("forever".to_owned(), |kept| humantime::format_duration(
+                    kept
+                )
+                .to_string())
         ))
     } else if matches!(provider.lookup, LookupCapability::Lagging(_)) {
         Some("it declares a lagging lookup, and Stripe's GET of an object by id is exact".into())

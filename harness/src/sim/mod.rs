@@ -23,7 +23,6 @@ use chaos_kit::net::{BoxFuture, Listener};
 use chaos_kit::target::TargetInfo;
 use chaos_kit::TargetEnv;
 
-use crate::target_file::ProviderApi;
 use crate::history::{Ms, RunOutput};
 use crate::plan::{Timing, Trial};
 use crate::roles::agent::{self, Script, StatusMapping};
@@ -32,6 +31,7 @@ use crate::roles::nemesis::{Crashes, Due, Nemesis};
 use crate::roles::Cast;
 use crate::scenario::Scenario;
 use crate::sweep::Transport;
+use crate::target_file::ProviderApi;
 use crate::trial::{Concurrency, Driver, Run};
 use net::{SimListener, SimNetwork, SimTimeline};
 
