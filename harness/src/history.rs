@@ -223,6 +223,12 @@ pub struct Dispatch {
     /// (a number spelled `4999.0`, a free-text field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intent_fingerprint: Option<String>,
+    /// The payload was in the provider's own API shape (a Stripe form), not
+    /// the tool's arguments: its fingerprints compare only with the other
+    /// provider-shaped dispatches of the operation, never with what the agent
+    /// sent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub provider_shaped: bool,
     pub disposition: Disposition,
 }
 

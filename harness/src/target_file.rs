@@ -32,7 +32,7 @@
 //! grant = ["psql", "...", "-qc", "INSERT INTO api_keys VALUES ('{token}', '{tenant}', '{scope}')"]
 //! revoke = ["psql", "...", "-qc", "UPDATE api_keys SET active = {active} WHERE token = '{token}'"]
 //! [provider]                          # optional: the API chaos's provider speaks
-//! api = "smtp"                        # "chaos" (default: HTTP, docs/target-protocol.md §4) or "smtp"
+//! api = "smtp"                        # "chaos" (default: HTTP, docs/target-protocol.md §4), "stripe" or "smtp"
 //! ```
 
 use std::collections::BTreeMap;
@@ -107,6 +107,19 @@ pub enum ProviderApi {
     /// A mail server on 127.0.0.1: an effect is a message accepted after
     /// `DATA` (`live/smtp.rs`).
     Smtp,
+    /// The subset of Stripe's v1 API a payments service uses for one-off
+    /// charges, with Stripe's idempotency contract (`roles::stripe`).
+    Stripe,
+}
+
+impl ProviderApi {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderApi::Chaos => "chaos",
+            ProviderApi::Smtp => "smtp",
+            ProviderApi::Stripe => "stripe",
+        }
+    }
 }
 
 /// `[effects]`: the query that lists an operation's effects in the
@@ -1414,6 +1427,36 @@ command = ["python3", "server.py"]
         assert_eq!(
             crate::plan::Timing::live_with(&AgentBudget::default()),
             crate::plan::Timing::live()
+        );
+    }
+
+    #[test]
+    fn a_provider_api_is_chaos_unless_the_file_says_stripe() {
+        assert_eq!(
+            parse(&format!("name = \"a\"\n{MINIMAL}"))
+                .unwrap()
+                .provider_api,
+            ProviderApi::Chaos
+        );
+        let file = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[provider]\napi = \"stripe\"\n"
+        ))
+        .unwrap();
+        assert_eq!(file.provider_api, ProviderApi::Stripe);
+        let message = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[provider]\napi = \"paypal\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            message.starts_with("targets/example/target.toml:5:"),
+            "{message}"
+        );
+        assert!(
+            message.contains("paypal")
+                && message.contains("`chaos`")
+                && message.contains("`stripe`"),
+            "{message}"
         );
     }
 

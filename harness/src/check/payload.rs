@@ -27,10 +27,28 @@ fn changed_payload_dispatched(operation: &OperationView<'_>, findings: &mut Find
             .iter()
             .zip(&eager.straddling)
             .any(|(attempt, straddles)| *straddles && attempt.spans(dispatch.at));
-        let changed_in_every_reading = operation
-            .readings
-            .iter()
-            .all(|epochs| dispatch.intent() != epochs.intents[epochs.at(dispatch.at)]);
+        let changed_in_every_reading = operation.readings.iter().all(|epochs| {
+            let epoch = epochs.at(dispatch.at);
+            if dispatch.provider_shaped {
+                // In the provider's shape, a payload compares only with the
+                // first one the target sent in that shape under the same
+                // downstream key in its epoch: under another key it is
+                // another request, whose per-request details (the key
+                // itself, in the metadata) may differ, and whose effect the
+                // effect count judges.
+                operation
+                    .dispatches
+                    .iter()
+                    .find(|first| {
+                        first.provider_shaped
+                            && first.key == dispatch.key
+                            && epochs.at(first.at) == epoch
+                    })
+                    .is_some_and(|first| first.intent() != dispatch.intent())
+            } else {
+                dispatch.intent() != epochs.intents[epoch]
+            }
+        });
         if changed_in_every_reading && !during_straddling_attempt {
             let name = operation.name;
             findings.fail(
@@ -123,6 +141,33 @@ mod tests {
             .bare_answer(2, 6, 8, Outcome::Conflict)
             .judge();
         assert!(verdict.findings.is_empty(), "{:?}", verdict.findings);
+    }
+
+    // guards: a Stripe-shaped dispatch (a form, not the arguments) bound the
+    // operation to its own fingerprint, and every replay of the very same
+    // arguments read as a replay for a changed payload (issue 13, item 2)
+    #[test]
+    fn a_provider_shaped_payload_is_compared_only_with_its_own_kind() {
+        let verdict = Case::new(EQUIVALENT)
+            .commit(1, 3)
+            .provider_shaped("form-a")
+            .answer(1, 1, 5, Outcome::Applied)
+            .replayed_dispatch(2, 6)
+            .provider_shaped("form-a")
+            .answer(2, 6, 8, Outcome::Replayed)
+            .judge();
+        assert!(verdict.findings.is_empty(), "{:?}", verdict.findings);
+
+        let verdict = Case::new(CHANGED)
+            .commit(1, 3)
+            .provider_shaped("form-a")
+            .answer(1, 1, 5, Outcome::Applied)
+            .commit(2, 7)
+            .provider_shaped("form-b")
+            .answer(2, 6, 8, Outcome::Applied)
+            .judge();
+        let message = &verdict.finding(Check::ChangedPayloadDispatched).message;
+        assert!(message.contains("dispatch 2 at 7 ms"), "{message}");
     }
 
     #[test]

@@ -299,8 +299,24 @@ impl Case {
             intent_fingerprint: (decided.payload.intent != decided.payload.fingerprint)
                 .then_some(decided.payload.intent),
             payload_fingerprint: decided.payload.fingerprint,
+            provider_shaped: false,
             disposition,
         });
+    }
+
+    /// The last dispatch as a provider with an API of its own (Stripe's
+    /// form) records it: its payload in that shape, `fingerprint`.
+    pub(crate) fn provider_shaped(mut self, fingerprint: &str) -> Case {
+        let dispatch = self.ledger.dispatches.last_mut().expect("a dispatch first");
+        dispatch.provider_shaped = true;
+        dispatch.payload_fingerprint = fingerprint.to_owned();
+        dispatch.intent_fingerprint = None;
+        if let Some(effect) = self.ledger.effects.last_mut() {
+            if effect.dispatch == dispatch.number {
+                effect.payload_fingerprint = fingerprint.to_owned();
+            }
+        }
+        self
     }
 
     /// A dispatch of call `call`'s payload that the provider commits at `at`,

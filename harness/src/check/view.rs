@@ -628,7 +628,12 @@ impl Epochs {
         // first dispatch of the epoch. An attempt the target refused before
         // claiming (say, the authority did not answer) bound nothing.
         let mut bound = vec![false; epochs.starts.len()];
-        for dispatch in dispatches {
+        // A payload in the provider's own shape (a Stripe form) is not the
+        // arguments: it tells nothing about what the agent's attempts sent.
+        for dispatch in dispatches
+            .iter()
+            .filter(|dispatch| !dispatch.provider_shaped)
+        {
             let epoch = epochs.at(dispatch.at);
             if !bound[epoch] {
                 bound[epoch] = true;

@@ -172,6 +172,7 @@ pub(crate) fn record(ledger: &mut Ledger, mut rows: Vec<Row>, tool: &str, starte
             key: row.key,
             payload_fingerprint: fingerprint.clone(),
             intent_fingerprint: None,
+            provider_shaped: false,
             disposition: Disposition::Committed {
                 receipt: row.receipt.clone(),
             },
@@ -218,6 +219,7 @@ mod tests {
             key: None,
             payload_fingerprint: "x".into(),
             intent_fingerprint: None,
+            provider_shaped: false,
             disposition: Disposition::Dropped,
         });
         record(

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use chaos_kit::http::{self, CallFailure, Request};
 use chaos_kit::net::TcpNetwork;
 use chaos_kit::process as env_vars;
-use chaos_kit::protocol::LookupCapability;
+use chaos_kit::protocol::{LookupCapability, ProviderProfile};
 use tokio::sync::watch;
 
 use crate::fault::{Action, Fault, Live};
@@ -331,6 +331,7 @@ async fn drive(
             why,
         }
     })?;
+    stripe_contract(trial, target)?;
 
     let timeline: Arc<dyn Timeline> = Arc::new(RealTimeline::start());
     // The same instant on the wall clock, to place rows the database stamped.
@@ -342,13 +343,14 @@ async fn drive(
         time.provider_retention,
         time.clock_waits.clone(),
         Some(&time.approval_expiries),
+        target.provider_api,
     );
 
     // The harness's servers, on the slot's ports on 127.0.0.1 (a kept
     // process was told them), for this trial only: until `stop` is dropped.
     let (stop, stopped) = watch::channel(());
     let provider_addr = match target.provider_api {
-        ProviderApi::Chaos => {
+        ProviderApi::Chaos | ProviderApi::Stripe => {
             let provider = cast.provider.clone();
             let handler = http::handler(move |request| provider.clone().handle(request));
             serve_for_trial(&slot.provider, handler, stopped.clone())?
@@ -672,6 +674,58 @@ fn in_database(trial: &Trial<'_>, target: &TargetFile) -> Result<()> {
     }
 }
 
+/// Stripe's idempotency contract is fixed: keys kept 24 hours, every answer
+/// saved (a 500 too), objects fetched by id. A scenario that declares
+/// another provider would be judged against a contract the target never
+/// met, so it is not run against a Stripe-shaped provider.
+const STRIPE_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+fn stripe_contract(trial: &Trial<'_>, target: &TargetFile) -> Result<()> {
+    if target.provider_api != ProviderApi::Stripe {
+        return Ok(());
+    }
+    let scenario = trial.scenario;
+    let provider = &scenario.provider;
+    let contradiction = if provider.profile != ProviderProfile::Keyed {
+        Some(format!(
+            "it declares a '{}' provider, and Stripe deduplicates by Idempotency-Key (keyed)",
+            provider.profile.as_str()
+        ))
+    } else if provider.retention != Some(STRIPE_RETENTION) {
+        Some(format!(
+            "it declares the provider keeps keys {}, and Stripe keeps them 24h",
+            provider
+                .retention
+                .map_or("forever".to_owned(), |kept| humantime::format_duration(
+                    kept
+                )
+                .to_string())
+        ))
+    } else if matches!(provider.lookup, LookupCapability::Lagging(_)) {
+        Some("it declares a lagging lookup, and Stripe's GET of an object by id is exact".into())
+    } else if !provider.saves_errors
+        && scenario
+            .faults
+            .iter()
+            .any(|fault| matches!(fault, Fault::ProviderError(_)))
+    {
+        Some("its provider errors are not saved under the key (no saves-errors = true), and Stripe saves a 500 and replays it".into())
+    } else {
+        None
+    };
+    match contradiction {
+        Some(why) => Err(Error::NotLive {
+            scenario: scenario.name.clone(),
+            why: format!(
+                "target '{}' talks to a Stripe-shaped provider ([provider] api = \"stripe\"), and {why}; run scenarios whose [provider] is profile = \"keyed\", retention = \"24h\" (and saves-errors = true with a provider-error fault)",
+                target.name
+            ),
+        }
+        .into()),
+        None => Ok(()),
+    }
+}
+
 /// Refuses a target that listens on its port beyond 127.0.0.1.
 fn exposure(target: &TargetFile, target_addr: &str) -> Result<()> {
     let Some(port) = target_addr
@@ -756,7 +810,7 @@ fn launch(
     let state = process_dir.join("state");
     let _ = std::fs::create_dir_all(&state);
     let provider_url = match target.provider_api {
-        ProviderApi::Chaos => format!("http://{provider_addr}"),
+        ProviderApi::Chaos | ProviderApi::Stripe => format!("http://{provider_addr}"),
         ProviderApi::Smtp => format!("smtp://{provider_addr}"),
     };
     let mut env: Vec<(String, String)> = vec![
@@ -793,7 +847,7 @@ fn launch(
             lag.as_millis().to_string(),
         ));
     }
-    if provider.saves_errors {
+    if provider.saves_errors || target.provider_api == ProviderApi::Stripe {
         env.push((env_vars::PROVIDER_SAVES_ERRORS.into(), "true".into()));
     }
     if let Some(retention) = time.target_retention {

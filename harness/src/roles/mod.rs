@@ -3,7 +3,7 @@
 //! - [`agent`]: plays the orchestrator: sends tool calls, times out, retries,
 //!   releases concurrent attempts, records every attempt;
 //! - [`provider`]: the downstream side-effect service; its ledger is the
-//!   ground truth;
+//!   ground truth; [`stripe`] is its Stripe-shaped API;
 //! - [`authority`]: token introspection, where revocation happens;
 //! - [`nemesis`]: the fault schedule, consulted by the others at protocol
 //!   points, and the drivers' side of crashes;
@@ -19,6 +19,7 @@ pub(crate) mod clock;
 pub(crate) mod mapping;
 pub(crate) mod nemesis;
 pub(crate) mod provider;
+pub(crate) mod stripe;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -34,6 +35,8 @@ use clock::{HarnessClock, Timeline};
 use mapping::Mapping;
 use nemesis::{ClockWait, Nemesis};
 use provider::{Provider, ProviderConfig};
+
+use crate::target_file::ProviderApi;
 
 /// The harness's side of one trial: the authority (with the agent's token
 /// granted), the nemesis with the scenario's faults, the provider, and the
@@ -52,7 +55,8 @@ impl Cast {
     /// `provider_retention` is the scenario's, or the shortened one of a live
     /// run; `clock_waits` are the clock jumps a live run waits out (none in
     /// the simulator, where a jump is an offset); `approval_expiries`, the
-    /// shortened expiries of the fixture's approvals live (`None`: as declared).
+    /// shortened expiries of the fixture's approvals live (`None`: as
+    /// declared); `api` the provider's API shape (live targets may talk Stripe).
     pub(crate) fn new(
         trial: &Trial<'_>,
         timeline: Arc<dyn Timeline>,
@@ -60,6 +64,7 @@ impl Cast {
         provider_retention: Option<Duration>,
         clock_waits: BTreeMap<usize, ClockWait>,
         approval_expiries: Option<&[Option<Duration>]>,
+        api: ProviderApi,
     ) -> Cast {
         let scenario = trial.scenario;
         let authority = Arc::new(Authority::new(timeline.clone()));
@@ -99,7 +104,8 @@ impl Cast {
             ProviderConfig {
                 profile: scenario.provider.profile,
                 lookup: scenario.provider.lookup,
-                saves_errors: scenario.provider.saves_errors,
+                // Stripe's contract saves every answer, errors included.
+                saves_errors: scenario.provider.saves_errors || api == ProviderApi::Stripe,
                 declined_subjects: trial
                     .operations
                     .iter()
@@ -116,6 +122,7 @@ impl Cast {
                     .as_ref()
                     .map(|fixture| fixture.records.clone())
                     .unwrap_or_default(),
+                api,
             },
             clock.clone(),
             timeline.clone(),

@@ -10,11 +10,18 @@
 //! exactly, with a lag, or not at all (`lookup`), it may save an error
 //! answer under the key and replay it (`saves-errors`, Stripe API v1), and it
 //! may refuse some payloads for good (`declines`, a `402 card_declined`).
+//!
+//! It speaks chaos's own API (`POST /effects/{tool}`, JSON) or, for a target
+//! file with `[provider] api = "stripe"`, Stripe's ([`super::stripe`]): a
+//! request in either shape becomes one [`Incoming`] dispatch, decided,
+//! recorded and faulted by the same code, and its [`Answer`] is written back
+//! in the shape it came in.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
 use chaos_kit::canonical::{intent_fingerprint, payload_fingerprint, value_fingerprint};
 use chaos_kit::clock::{millis, Clock};
 use chaos_kit::http::{Abort, Request, Response};
@@ -26,6 +33,8 @@ use crate::fault::{Action, LossMode};
 use crate::history::{Dispatch, Disposition, Effect, Ledger, LookupRecord};
 use crate::roles::clock::Timeline;
 use crate::roles::nemesis::Nemesis;
+use crate::roles::stripe::{self, Resource};
+use crate::target_file::ProviderApi;
 
 #[derive(Debug, Clone)]
 pub(crate) struct ProviderConfig {
@@ -43,6 +52,8 @@ pub(crate) struct ProviderConfig {
     pub hold: Duration,
     /// The lab's records and their owning tenants, for `GET /records/{id}`.
     pub records: BTreeMap<String, String>,
+    /// The API it speaks: chaos's own, or Stripe's.
+    pub api: ProviderApi,
 }
 
 pub(crate) struct Provider {
@@ -59,11 +70,46 @@ struct ProviderState {
     /// Keyed: the first answer under each key, replayed to every retry with
     /// it. Every profile that can be asked: the effect under each key.
     keys: BTreeMap<String, StoredKey>,
+    /// Stripe: the objects it created, by id, as `GET /v1/{resource}/{id}`
+    /// and a replay return them.
+    objects: BTreeMap<String, serde_json::Value>,
+    /// Stripe: the keys of requests being executed now; another request
+    /// with one of them is answered 409.
+    in_flight: BTreeSet<String>,
+}
+
+/// One request to act, whatever API it came in: what the provider decides
+/// on, records and lets the nemesis fault.
+pub(crate) struct Incoming {
+    pub tool: String,
+    pub key: Option<String>,
+    /// The payload as JSON, or why it is not one the API takes.
+    pub payload: Result<serde_json::Value, String>,
+    /// The bytes as sent, fingerprinted when there is no payload.
+    pub raw: Bytes,
+    pub subject: Option<String>,
+    /// The payload's fields a reworded intent may differ in.
+    pub free_text: Vec<String>,
+    /// Stripe: the kind of object it creates.
+    pub resource: Option<Resource>,
+}
+
+/// What the provider answers a dispatch, before it is written in the API's
+/// shape.
+pub(crate) enum Answer {
+    Created { receipt: String },
+    Replayed { receipt: String },
+    KeyConflict,
+    Declined { replayed: bool },
+    Error { status: u16, replayed: bool },
+    Malformed { why: String },
 }
 
 #[derive(Clone)]
 struct StoredKey {
     fingerprint: String,
+    /// Where it was used: Stripe refuses a key reused on another endpoint.
+    tool: String,
     /// The answer a keyed provider replays under this key.
     answer: Stored,
     /// The effect committed under it, for lookups: (receipt, the provider's
@@ -133,9 +179,13 @@ impl Provider {
                     None => Response::new(404),
                 })
             }
+            (_, path) if self.config.api == ProviderApi::Stripe && path.starts_with("/v1/") => {
+                stripe::handle(&self, request).await
+            }
             ("POST", path) if path.starts_with("/effects/") => {
                 let tool = path.trim_start_matches("/effects/").to_owned();
-                self.dispatch(tool, request).await
+                let incoming = self.incoming(tool, request);
+                self.dispatch(incoming).await
             }
             _ => Ok(Response::new(404)),
         }
@@ -171,66 +221,116 @@ impl Provider {
         }
     }
 
-    async fn dispatch(&self, tool: String, request: Request) -> Result<Response, Abort> {
-        let key = request.header_value(IDEMPOTENCY_KEY).map(str::to_owned);
-        let body = serde_json::from_slice::<serde_json::Value>(&request.body).ok();
-        let subject = body.as_ref().and_then(|body| {
+    /// A `POST /effects/{tool}` of chaos's own API as a dispatch.
+    fn incoming(&self, tool: String, request: Request) -> Incoming {
+        let payload = serde_json::from_slice::<serde_json::Value>(&request.body)
+            .map_err(|error| format!("the body is not JSON: {error}"));
+        let subject = payload.as_ref().ok().and_then(|body| {
             body.get(&self.config.subject_field)?
                 .as_str()
                 .map(str::to_owned)
         });
-        let fingerprint = match &body {
+        Incoming {
+            tool,
+            key: request.header_value(IDEMPOTENCY_KEY).map(str::to_owned),
+            payload,
+            raw: request.body,
+            subject,
+            free_text: self.config.free_text_field.clone().into_iter().collect(),
+            resource: None,
+        }
+    }
+
+    pub(crate) fn config(&self) -> &ProviderConfig {
+        &self.config
+    }
+
+    /// Stripe: an object this provider created, by id.
+    pub(crate) fn object(&self, id: &str) -> Option<serde_json::Value> {
+        self.lock().objects.get(id).cloned()
+    }
+
+    /// Stripe: every object it created, in creation order.
+    pub(crate) fn objects(&self) -> Vec<serde_json::Value> {
+        self.lock().objects.values().cloned().collect()
+    }
+
+    pub(crate) async fn dispatch(&self, incoming: Incoming) -> Result<Response, Abort> {
+        let api = self.config.api;
+        let body = incoming.payload.as_ref().ok();
+        let fingerprint = match body {
             Some(value) => value_fingerprint(value),
-            None => payload_fingerprint(&request.body),
+            None => payload_fingerprint(&incoming.raw),
         };
-        let free_text: Vec<&str> = self.config.free_text_field.as_deref().into_iter().collect();
+        let free_text: Vec<&str> = incoming.free_text.iter().map(String::as_str).collect();
         let intent_fingerprint = body
-            .as_ref()
             .map(|value| intent_fingerprint(value, &free_text))
             .filter(|intent| *intent != fingerprint);
 
         let mut record = Dispatch {
             number: 0,
             at: self.timeline.now(),
-            tool,
-            subject,
-            key,
+            tool: incoming.tool.clone(),
+            subject: incoming.subject.clone(),
+            key: incoming.key.clone(),
             payload_fingerprint: fingerprint,
             intent_fingerprint,
+            provider_shaped: incoming.resource.is_some(),
             disposition: Disposition::Dropped,
         };
-        // Take the number and the slot together: concurrent dispatches must not share one.
+        // Stripe refuses a key while a request with it executes; such a
+        // request never starts executing, so it is no dispatch.
+        let in_flight = match (api, &incoming.key) {
+            (ProviderApi::Stripe, Some(key)) => Some(key.clone()),
+            _ => None,
+        };
+        // Take the number and the slot together: concurrent dispatches must
+        // not share one, nor two requests with one key both start.
         let number = {
             let mut state = self.lock();
+            if let Some(key) = &in_flight {
+                if !state.in_flight.insert(key.clone()) {
+                    return Ok(stripe::in_flight_answer());
+                }
+            }
             record.number = state.ledger.dispatches.len() as u32 + 1;
             state.ledger.dispatches.push(record.clone());
             record.number
+        };
+        let finished = || {
+            if let Some(key) = &in_flight {
+                self.lock().in_flight.remove(key);
+            }
         };
 
         let fate = self.nemesis.dispatch(number);
         match fate {
             Some(Action::CrashBeforeDispatch { .. }) => {
+                finished();
                 // The target dies holding this connection; the answer never matters.
                 tokio::time::sleep(self.config.hold).await;
                 return Err(Abort);
             }
-            Some(Action::LoseRequest(mode)) => return self.lose(mode).await,
+            Some(Action::LoseRequest(mode)) => {
+                finished();
+                return self.lose(mode).await;
+            }
             _ => {}
         }
         if !self.config.processing_delay.is_zero() {
             tokio::time::sleep(self.config.processing_delay).await;
         }
 
-        let response = match (&body, fate) {
-            (None, _) => {
+        let answer = match (&incoming.payload, fate) {
+            (Err(why), _) => {
                 record.disposition = Disposition::Malformed;
-                Response::new(400)
+                Answer::Malformed { why: why.clone() }
             }
             // The provider fails before acting: nothing happens, and a
             // provider that saves errors will answer this key so from now on.
-            (Some(_), Some(Action::ProviderError { committed: false })) => self.fail(&mut record),
-            (Some(_), Some(Action::ProviderError { committed: true })) => {
-                let committed = self.commit(&mut record);
+            (Ok(_), Some(Action::ProviderError { committed: false })) => self.fail(&mut record),
+            (Ok(payload), Some(Action::ProviderError { committed: true })) => {
+                let committed = self.commit(&mut record, payload, incoming.resource);
                 match record.disposition {
                     Disposition::Committed { .. } => self.save_error(&record),
                     // Nothing was executed now (a replay, a refusal): the
@@ -238,10 +338,16 @@ impl Provider {
                     _ => committed,
                 }
             }
-            (Some(_), _) => self.commit(&mut record),
+            (Ok(payload), _) => self.commit(&mut record, payload, incoming.resource),
         };
         self.lock().ledger.dispatches[number as usize - 1] = record;
+        finished();
         self.nemesis.after_commit(number);
+        let response = match api {
+            // The mail server reads chaos's answer and says it in SMTP.
+            ProviderApi::Chaos | ProviderApi::Smtp => chaos_answer(answer),
+            ProviderApi::Stripe => stripe::answer(self, answer, incoming.key.as_deref()),
+        };
 
         match fate {
             Some(Action::CrashAfterCommit { .. }) => {
@@ -264,7 +370,12 @@ impl Provider {
     }
 
     /// Decides and records what the dispatch does to the world.
-    fn commit(&self, record: &mut Dispatch) -> Response {
+    fn commit(
+        &self,
+        record: &mut Dispatch,
+        payload: &serde_json::Value,
+        resource: Option<Resource>,
+    ) -> Answer {
         let now = self.clock.now_ms();
         let mut state = self.lock();
 
@@ -275,7 +386,9 @@ impl Provider {
         let decision = match (&self.config.profile, &record.key) {
             (ProviderProfile::Keyed, Some(key)) => match state.keys.get(key) {
                 Some(stored) if self.retained(stored, now) => {
-                    if stored.fingerprint == record.payload_fingerprint {
+                    let same_endpoint =
+                        self.config.api == ProviderApi::Chaos || stored.tool == record.tool;
+                    if stored.fingerprint == record.payload_fingerprint && same_endpoint {
                         Decision::Replay(stored.clone())
                     } else {
                         Decision::KeyConflict
@@ -294,11 +407,11 @@ impl Provider {
                     record.disposition = Disposition::Replayed {
                         receipt: receipt.clone(),
                     };
-                    Response::json(200, &Receipt { receipt }).header(IDEMPOTENT_REPLAYED, "true")
+                    Answer::Replayed { receipt }
                 }
                 (Stored::Declined, _) => {
                     record.disposition = Disposition::Declined { replayed: true };
-                    declined_answer().header(IDEMPOTENT_REPLAYED, "true")
+                    Answer::Declined { replayed: true }
                 }
                 (answer, _) => {
                     let status = match answer {
@@ -309,12 +422,15 @@ impl Provider {
                         status,
                         replayed: true,
                     };
-                    error_answer(status).header(IDEMPOTENT_REPLAYED, "true")
+                    Answer::Error {
+                        status,
+                        replayed: true,
+                    }
                 }
             },
             Decision::KeyConflict => {
                 record.disposition = Disposition::KeyConflict;
-                Response::new(422)
+                Answer::KeyConflict
             }
             Decision::Decline => {
                 // Stripe saves a refusal under the key like any other answer.
@@ -323,6 +439,7 @@ impl Provider {
                         key.clone(),
                         StoredKey {
                             fingerprint: record.payload_fingerprint.clone(),
+                            tool: record.tool.clone(),
                             answer: Stored::Declined,
                             effect: None,
                             stored_at_wall_ms: now,
@@ -330,10 +447,19 @@ impl Provider {
                     );
                 }
                 record.disposition = Disposition::Declined { replayed: false };
-                declined_answer()
+                Answer::Declined { replayed: false }
             }
             Decision::Commit => {
-                let receipt = format!("rcpt-{}", state.ledger.effects.len() + 1);
+                let number = state.ledger.effects.len() + 1;
+                let receipt = match resource {
+                    Some(resource) => {
+                        let id = resource.id(number);
+                        let object = stripe::object(resource, &id, payload, now);
+                        state.objects.insert(id.clone(), object);
+                        id
+                    }
+                    None => format!("rcpt-{number}"),
+                };
                 let at = self.timeline.now();
                 state.ledger.effects.push(Effect {
                     at,
@@ -350,6 +476,7 @@ impl Provider {
                         key.clone(),
                         StoredKey {
                             fingerprint: record.payload_fingerprint.clone(),
+                            tool: record.tool.clone(),
                             answer: Stored::Receipt,
                             effect: Some((receipt.clone(), now)),
                             stored_at_wall_ms: now,
@@ -359,14 +486,14 @@ impl Provider {
                 record.disposition = Disposition::Committed {
                     receipt: receipt.clone(),
                 };
-                Response::json(201, &Receipt { receipt })
+                Answer::Created { receipt }
             }
         }
     }
 
     /// A 500 before anything was done; saved under the key when the
     /// contract says errors are.
-    fn fail(&self, record: &mut Dispatch) -> Response {
+    fn fail(&self, record: &mut Dispatch) -> Answer {
         record.disposition = Disposition::Failed {
             status: 500,
             replayed: false,
@@ -377,25 +504,32 @@ impl Provider {
                 key.clone(),
                 StoredKey {
                     fingerprint: record.payload_fingerprint.clone(),
+                    tool: record.tool.clone(),
                     answer: Stored::Error(500),
                     effect: None,
                     stored_at_wall_ms: now,
                 },
             );
         }
-        error_answer(500)
+        Answer::Error {
+            status: 500,
+            replayed: false,
+        }
     }
 
     /// A 500 for a dispatch that was committed: the effect exists (a lookup
     /// finds it), but the answer says error, and a provider that saves
     /// errors says so to every retry with the key.
-    fn save_error(&self, record: &Dispatch) -> Response {
+    fn save_error(&self, record: &Dispatch) -> Answer {
         if let (true, Some(key)) = (self.saves_errors(), &record.key) {
             if let Some(stored) = self.lock().keys.get_mut(key) {
                 stored.answer = Stored::Error(500);
             }
         }
-        error_answer(500)
+        Answer::Error {
+            status: 500,
+            replayed: false,
+        }
     }
 
     fn saves_errors(&self) -> bool {
@@ -422,13 +556,32 @@ impl Provider {
     }
 }
 
-fn declined_answer() -> Response {
+/// An answer in chaos's own API (docs/target-protocol.md §4).
+fn chaos_answer(answer: Answer) -> Response {
+    let replayed = |response: Response, replayed: bool| match replayed {
+        true => response.header(IDEMPOTENT_REPLAYED, "true"),
+        false => response,
+    };
+    match answer {
+        Answer::Created { receipt } => Response::json(201, &Receipt { receipt }),
+        Answer::Replayed { receipt } => replayed(Response::json(200, &Receipt { receipt }), true),
+        Answer::KeyConflict => Response::new(422),
+        Answer::Declined { replayed: again } => replayed(declined_answer(), again),
+        Answer::Error {
+            status,
+            replayed: again,
+        } => replayed(error_answer(status), again),
+        Answer::Malformed { .. } => Response::new(400),
+    }
+}
+
+pub(crate) fn declined_answer() -> Response {
     Response::new(DECLINED_STATUS)
         .header("content-type", "application/json")
         .body(DECLINED_BODY)
 }
 
-fn error_answer(status: u16) -> Response {
+pub(crate) fn error_answer(status: u16) -> Response {
     Response::new(status)
         .header("content-type", "application/json")
         .body(ERROR_BODY)

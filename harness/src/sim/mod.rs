@@ -32,6 +32,7 @@ use crate::roles::nemesis::{Crashes, Due, Nemesis};
 use crate::roles::Cast;
 use crate::scenario::Scenario;
 use crate::sweep::Transport;
+use crate::target_file::ProviderApi;
 use crate::trial::{Concurrency, Driver, Run};
 use net::{SimListener, SimNetwork, SimTimeline};
 
@@ -107,6 +108,7 @@ fn simulate(trial: &Trial<'_>, target: &SimTarget, cancel: &AtomicBool) -> Optio
         scenario.provider.retention,
         Default::default(),
         None,
+        ProviderApi::Chaos,
     );
 
     let mut sim = turmoil::Builder::new()
