@@ -28,8 +28,8 @@ Modes (`CHARGES_MODE`):
 Configuration, all from the environment (the target files fill it in):
 LISTEN_HOST, LISTEN_PORT, STRIPE_API_BASE, STRIPE_API_KEY,
 INTROSPECTION_URL, DATABASE_URL, UPSTREAM_TIMEOUT_SECONDS, CHARGES_MODE,
-REQUIRED_SCOPE (the scope a caller of /api/charges needs; default
-charge_card).
+REQUIRED_SCOPE (the scopes that let a caller use /api/charges,
+space-separated, any one of them; default charge_card).
 """
 
 import hashlib
@@ -120,7 +120,8 @@ def introspect(token, scope):
     except (urllib.error.URLError, OSError, ValueError) as error:
         # Nothing is known about the caller: do nothing, not even a replay.
         raise Answer("failed", reason=f"the authority did not answer: {error}")
-    if not grant.get("active") or scope not in grant.get("scope", "").split():
+    granted = (grant.get("scope") or "").split()
+    if not grant.get("active") or not any(wanted in granted for wanted in scope.split()):
         raise Answer("forbidden", reason=f"the token does not grant {scope}")
     return grant.get("tenant") or grant.get("sub") or ""
 

@@ -12,8 +12,23 @@ mod common;
 
 use std::collections::BTreeMap;
 
-const CORRECT: &str = "examples/stripe-charges/protocol.target.toml";
-const WEAK: &str = "examples/stripe-charges/fresh-key.target.toml";
+/// The service at its own API (`POST /api/charges`), read by the target
+/// files' [request] and [response]: tested with only target files and
+/// environment variables, as the issue asks. Names as in the files.
+const CORRECT: (&str, &str) = ("examples/stripe-charges/target.toml", "stripe-charges-api");
+const WEAK: (&str, &str) = (
+    "examples/stripe-charges/fresh-key-api.target.toml",
+    "stripe-charges-api-fresh-key",
+);
+/// The same handler behind chaos's own protocol.
+const PROTOCOL_CORRECT: (&str, &str) = (
+    "examples/stripe-charges/protocol.target.toml",
+    "stripe-charges",
+);
+const PROTOCOL_WEAK: (&str, &str) = (
+    "examples/stripe-charges/fresh-key.target.toml",
+    "stripe-charges-fresh-key",
+);
 
 /// (scenario, target) -> (verdict, effects observed at most, reason).
 fn cells(report: &serde_json::Value) -> BTreeMap<(String, String), (String, u64, String)> {
@@ -41,7 +56,21 @@ fn cells(report: &serde_json::Value) -> BTreeMap<(String, String), (String, u64,
 // its correct mode judged pass through the official SDK (issue 13, item 6a)
 #[test]
 fn the_stripe_example_charges_once_and_its_fresh_key_mode_twice_where_documented() {
-    let out = common::temp_dir("stripe-example");
+    charges_once_and_twice_where_documented(CORRECT, WEAK, "stripe-example-api");
+}
+
+/// The mapping changes how calls reach the service, not the verdicts.
+#[test]
+fn the_same_verdicts_through_chaoss_own_protocol() {
+    charges_once_and_twice_where_documented(PROTOCOL_CORRECT, PROTOCOL_WEAK, "stripe-example");
+}
+
+fn charges_once_and_twice_where_documented(
+    (correct_file, correct): (&str, &str),
+    (weak_file, weak): (&str, &str),
+    dir: &str,
+) {
+    let out = common::temp_dir(dir);
     let output = common::chaos(&[
         "run",
         "scenarios/lost-response-keyed.toml",
@@ -52,9 +81,9 @@ fn the_stripe_example_charges_once_and_its_fresh_key_mode_twice_where_documented
         "scenarios/concurrent-attempts-keyed.toml",
         "scenarios/lost-response-blind.toml",
         "--target",
-        CORRECT,
+        correct_file,
         "--target",
-        WEAK,
+        weak_file,
         "--seeds",
         "1",
         "--emit",
@@ -84,11 +113,11 @@ fn the_stripe_example_charges_once_and_its_fresh_key_mode_twice_where_documented
         "concurrent-attempts-keyed",
     ];
     for scenario in passing {
-        let (verdict, effects, reason) = cell(scenario, "stripe-charges");
+        let (verdict, effects, reason) = cell(scenario, correct);
         assert_eq!(
             (verdict.as_str(), effects),
             ("pass", 1),
-            "{scenario} x stripe-charges: {reason}\n{stdout}"
+            "{scenario} x {correct}: {reason}\n{stdout}"
         );
     }
     // The weakness hides behind the SDK's own retry (a lost answer) and the
@@ -97,20 +126,20 @@ fn the_stripe_example_charges_once_and_its_fresh_key_mode_twice_where_documented
         .iter()
         .filter(|scenario| **scenario != "worker-restart")
     {
-        let (verdict, _, reason) = cell(scenario, "stripe-charges-fresh-key");
+        let (verdict, _, reason) = cell(scenario, weak);
         assert_eq!(verdict, "pass", "{scenario}: {reason}\n{stdout}");
     }
     // ...and a retry from outside the request, after a restart, charges
     // again under a new key.
-    let (verdict, effects, reason) = cell("worker-restart", "stripe-charges-fresh-key");
+    let (verdict, effects, reason) = cell("worker-restart", weak);
     assert_eq!(
         (verdict.as_str(), effects),
         ("fail", 2),
-        "worker-restart x stripe-charges-fresh-key: {reason}\n{stdout}"
+        "worker-restart x {weak}: {reason}\n{stdout}"
     );
     assert!(reason.contains("duplicate-effect"), "{reason}");
     // A blind provider is not Stripe: not run, saying why.
-    for target in ["stripe-charges", "stripe-charges-fresh-key"] {
+    for target in [correct, weak] {
         let (verdict, _, reason) = cell("lost-response-blind", target);
         assert_eq!(verdict, "unknown", "{reason}");
         assert!(

@@ -479,6 +479,7 @@ attempts = 2
             Arc::new(HarnessClock::system()),
             Some(retention),
             BTreeMap::new(),
+            None,
             ProviderApi::Stripe,
         )
         .provider
