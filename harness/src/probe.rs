@@ -172,13 +172,23 @@ impl ProbeReport {
     }
 }
 
-/// The parsed step scenarios, in order.
-fn scenarios() -> Vec<Scenario> {
+/// The parsed step scenarios, in order, for a provider that is `blind`
+/// (a mail server deduplicates nothing) or, as every other, Stripe's
+/// `keyed` with a day's retention.
+fn scenarios(blind: bool) -> Vec<Scenario> {
     STEPS
         .iter()
         .map(|step| {
             let path = format!("probe/{}.toml", step.name.replace(' ', "-"));
-            Scenario::parse(std::path::Path::new(&path), step.scenario)
+            let text = if blind {
+                step.scenario.replace(
+                    "profile = \"keyed\"\nretention = \"24h\"",
+                    "profile = \"blind\"",
+                )
+            } else {
+                step.scenario.to_owned()
+            };
+            Scenario::parse(std::path::Path::new(&path), &text)
                 .unwrap_or_else(|error| panic!("the probe's own scenario: {error}"))
         })
         .collect()
@@ -186,7 +196,8 @@ fn scenarios() -> Vec<Scenario> {
 
 /// Probes `target`; `None` when cancelled.
 pub fn probe(target: &Target, cancel: &AtomicBool) -> Option<ProbeReport> {
-    let scenarios = scenarios();
+    let blind = matches!(target, Target::Live { file, .. } if file.provider_api == crate::target_file::ProviderApi::Smtp);
+    let scenarios = scenarios(blind);
     let driver = target.driver(false);
     let mut steps = Vec::new();
     for (step, scenario) in STEPS.iter().zip(&scenarios) {
@@ -228,7 +239,7 @@ fn read(step: &Step, judged: &Judged<'_>, target: &Target) -> StepReport {
         for finding in &verdict.findings {
             observed.push(format!("{}: {}", finding.check, finding.message));
         }
-        hint(step, run, &mut hints);
+        hint(step, run, target, &mut hints);
     }
     StepReport {
         name: step.name,
@@ -286,7 +297,9 @@ fn observe_downstream(run: &RunOutput, target: &Target, observed: &mut Vec<Strin
 }
 
 /// How to fix what went wrong, where the answers show it.
-fn hint(step: &Step, run: &RunOutput, hints: &mut Vec<String>) {
+fn hint(step: &Step, run: &RunOutput, target: &Target, hints: &mut Vec<String>) {
+    let reads_an_outcome_field =
+        matches!(target, Target::Live { file, .. } if file.response.outcome.is_some());
     let attempts = &run.history.attempts;
     let dispatches = &run.ledger.dispatches;
     let last = attempts.last().and_then(Attempt::answer);
@@ -303,11 +316,22 @@ fn hint(step: &Step, run: &RunOutput, hints: &mut Vec<String>) {
     let Some(last) = last else {
         return;
     };
+    if let Some(why) = &last.unread {
+        hints.push(format!("the target file's [response] could not read the last answer: {why}; map the value in [response.outcomes], or point [response] outcome at the field that names it"));
+        return;
+    }
     let unmapped = |meaning: &str, outcome: &str| {
-        format!(
-            "HTTP {} was read as {}; if the service means {meaning} by it, add to the target file: [status] {} = \"{outcome}\"",
-            last.status, last.outcome, last.status
-        )
+        if reads_an_outcome_field {
+            format!(
+                "HTTP {} was read as {}; if the service means {meaning} by it, map the value it sent in [response.outcomes] to \"{outcome}\", or add [status] {} = \"{outcome}\"",
+                last.status, last.outcome, last.status
+            )
+        } else {
+            format!(
+                "HTTP {} was read as {}; if the service means {meaning} by it, add to the target file: [status] {} = \"{outcome}\"",
+                last.status, last.outcome, last.status
+            )
+        }
     };
     match step.name {
         "a first call" if last.outcome != Outcome::Applied => {
@@ -350,8 +374,12 @@ mod tests {
 
     #[test]
     fn the_steps_scenarios_parse() {
-        let parsed = scenarios();
-        assert_eq!(parsed.len(), STEPS.len());
+        for blind in [false, true] {
+            let parsed = scenarios(blind);
+            assert_eq!(parsed.len(), STEPS.len());
+            let profile = parsed[0].provider.profile;
+            assert_eq!(profile.as_str(), if blind { "blind" } else { "keyed" });
+        }
     }
 
     #[test]

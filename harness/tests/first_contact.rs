@@ -108,3 +108,14 @@ fn init_target_writes_a_file_that_parses_and_never_overwrites() {
     assert_eq!(again.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--force"), "{stderr}");
 }
+
+/// A service that has never heard of chaos, at its own API through its
+/// target file's mapping, its mail sent to chaos's SMTP provider: the probe
+/// walks it with a blind provider (a mail server deduplicates nothing).
+#[test]
+fn a_service_at_its_own_api_probes_through_its_mapping() {
+    let target = common::repo_root().join("examples/reminder-mail/target.toml");
+    let (code, stdout, stderr) = probe(target.to_str().unwrap());
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("ok   a revoked caller"), "{stdout}");
+}
