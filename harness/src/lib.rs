@@ -39,6 +39,7 @@ pub mod report;
 pub mod scenario;
 
 pub(crate) mod bench;
+pub(crate) mod braces;
 pub(crate) mod check;
 pub(crate) mod error;
 pub(crate) mod exit;

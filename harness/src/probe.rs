@@ -18,94 +18,84 @@ use crate::scenario::Scenario;
 use crate::target::Target;
 use crate::trial::{self, Judged};
 
-/// One kind of call the probe makes.
+/// One kind of call the probe makes: a first call of the operation, and
+/// what comes after it.
 struct Step {
+    kind: Kind,
     name: &'static str,
     /// What a correct target does, in one line.
     expects: &'static str,
-    scenario: &'static str,
+    /// The scenario's test family and description.
+    test: &'static str,
+    description: &'static str,
+    /// The second call, if any, and the fault, as scenario TOML.
+    then: &'static str,
+}
+
+/// What the step asks of the target, for the hints.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    FirstCall,
+    IdenticalRetry,
+    ChangedPayload,
+    RevokedCaller,
 }
 
 const STEPS: [Step; 4] = [
     Step {
+        kind: Kind::FirstCall,
         name: "a first call",
         expects: "applied, one effect at the provider, dispatched with a key",
-        scenario: r#"
-test = "lost-response"
-description = "probe: one call, nothing goes wrong"
-[provider]
-profile = "keyed"
-retention = "24h"
-[[call]]
-operation = "reminder"
-expect = ["applied"]
-[expect]
-effects-per-operation = 1
-"#,
+        test: "lost-response",
+        description: "one call, nothing goes wrong",
+        then: "",
     },
     Step {
+        kind: Kind::IdenticalRetry,
         name: "an identical retry",
         expects: "replayed: the stored result, no second effect",
-        scenario: r#"
-test = "changed-payload"
-description = "probe: the same call again, same key, same arguments"
-[provider]
-profile = "keyed"
-retention = "24h"
-[[call]]
-operation = "reminder"
-expect = ["applied"]
-[[call]]
-operation = "reminder"
-expect = ["replayed"]
-[expect]
-effects-per-operation = 1
-"#,
+        test: "changed-payload",
+        description: "the same call again, same key, same arguments",
+        then: "[[call]]\noperation = \"reminder\"\nexpect = [\"replayed\"]\n",
     },
     Step {
+        kind: Kind::ChangedPayload,
         name: "a changed payload",
         expects: "conflict: the key was used with other arguments, nothing done",
-        scenario: r#"
-test = "changed-payload"
-description = "probe: the same key with a different recipient"
-[provider]
-profile = "keyed"
-retention = "24h"
-[[call]]
-operation = "reminder"
-expect = ["applied"]
-[[call]]
-operation = "reminder"
-payload = "changed"
-expect = ["conflict"]
-[expect]
-effects-per-operation = 1
-"#,
+        test: "changed-payload",
+        description: "the same key with a different recipient",
+        then:
+            "[[call]]\noperation = \"reminder\"\npayload = \"changed\"\nexpect = [\"conflict\"]\n",
     },
     Step {
+        kind: Kind::RevokedCaller,
         name: "a revoked caller",
         expects: "denied: no dispatch and no stored result for a caller who lost access",
-        scenario: r#"
-test = "revoked-permission"
-description = "probe: the caller's token is revoked, then the call is retried"
-[provider]
-profile = "keyed"
-retention = "24h"
-[[call]]
-operation = "reminder"
-expect = ["applied"]
-[[call]]
-operation = "reminder"
-expect = ["denied"]
-[[fault]]
-kind = "revoke"
-grant = "token"
-after-call = 1
-[expect]
-effects-per-operation = 1
-"#,
+        test: "revoked-permission",
+        description: "the caller's token is revoked, then the call is retried",
+        then: "[[call]]\noperation = \"reminder\"\nexpect = [\"denied\"]\n\
+               [[fault]]\nkind = \"revoke\"\ngrant = \"token\"\nafter-call = 1\n",
     },
 ];
+
+impl Step {
+    /// The step as a scenario file, against a `blind` provider (a mail
+    /// server deduplicates nothing) or, as every other, Stripe's `keyed`
+    /// with a day's retention.
+    fn scenario(&self, blind: bool) -> String {
+        let provider = if blind {
+            "profile = \"blind\""
+        } else {
+            "profile = \"keyed\"\nretention = \"24h\""
+        };
+        format!(
+            "test = \"{}\"\ndescription = \"probe: {}\"\n[provider]\n{provider}\n\
+             [[call]]\noperation = \"reminder\"\nexpect = [\"applied\"]\n{}\
+             [expect]\neffects-per-operation = 1\n",
+            self.test, self.description, self.then
+        )
+    }
+}
 
 /// What came of one step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,23 +162,13 @@ impl ProbeReport {
     }
 }
 
-/// The parsed step scenarios, in order, for a provider that is `blind`
-/// (a mail server deduplicates nothing) or, as every other, Stripe's
-/// `keyed` with a day's retention.
+/// The parsed step scenarios, in order.
 fn scenarios(blind: bool) -> Vec<Scenario> {
     STEPS
         .iter()
         .map(|step| {
             let path = format!("probe/{}.toml", step.name.replace(' ', "-"));
-            let text = if blind {
-                step.scenario.replace(
-                    "profile = \"keyed\"\nretention = \"24h\"",
-                    "profile = \"blind\"",
-                )
-            } else {
-                step.scenario.to_owned()
-            };
-            Scenario::parse(std::path::Path::new(&path), &text)
+            Scenario::parse(std::path::Path::new(&path), &step.scenario(blind))
                 .unwrap_or_else(|error| panic!("the probe's own scenario: {error}"))
         })
         .collect()
@@ -277,10 +257,7 @@ fn observe_downstream(run: &RunOutput, target: &Target, observed: &mut Vec<Strin
         observed.push(format!("introspected the caller {asked} time(s)"));
     }
     let dispatches = &run.ledger.dispatches;
-    let effects = dispatches
-        .iter()
-        .filter(|dispatch| matches!(dispatch.disposition, Disposition::Committed { .. }))
-        .count();
+    let effects = new_effects(dispatches);
     let keys: Vec<&str> = dispatches
         .iter()
         .map(|dispatch| dispatch.key.as_deref().unwrap_or("no key"))
@@ -294,6 +271,14 @@ fn observe_downstream(run: &RunOutput, target: &Target, observed: &mut Vec<Strin
             keys.join(", ")
         }
     ));
+}
+
+/// The dispatches that were new effects (not a keyed provider's replays).
+fn new_effects(dispatches: &[crate::history::Dispatch]) -> usize {
+    dispatches
+        .iter()
+        .filter(|dispatch| matches!(dispatch.disposition, Disposition::Committed { .. }))
+        .count()
 }
 
 /// How to fix what went wrong, where the answers show it.
@@ -321,28 +306,23 @@ fn hint(step: &Step, run: &RunOutput, target: &Target, hints: &mut Vec<String>) 
         return;
     }
     let unmapped = |meaning: &str, outcome: &str| {
-        if reads_an_outcome_field {
-            format!(
-                "HTTP {} was read as {}; if the service means {meaning} by it, map the value it sent in [response.outcomes] to \"{outcome}\", or add [status] {} = \"{outcome}\"",
-                last.status, last.outcome, last.status
-            )
+        let line = format!("[status] {} = \"{outcome}\"", last.status);
+        let fix = if reads_an_outcome_field {
+            format!("map the value it sent in [response.outcomes] to \"{outcome}\", or add {line}")
         } else {
-            format!(
-                "HTTP {} was read as {}; if the service means {meaning} by it, add to the target file: [status] {} = \"{outcome}\"",
-                last.status, last.outcome, last.status
-            )
-        }
+            format!("add to the target file: {line}")
+        };
+        format!(
+            "HTTP {} was read as {}; if the service means {meaning} by it, {fix}",
+            last.status, last.outcome
+        )
     };
-    match step.name {
-        "a first call" if last.outcome != Outcome::Applied => {
+    match step.kind {
+        Kind::FirstCall if last.outcome != Outcome::Applied => {
             hints.push(unmapped("done", "applied"));
         }
-        "an identical retry" => {
-            let effects = dispatches
-                .iter()
-                .filter(|dispatch| matches!(dispatch.disposition, Disposition::Committed { .. }))
-                .count();
-            if effects > 1 {
+        Kind::IdenticalRetry => {
+            if new_effects(dispatches) > 1 {
                 hints.push("the retry made a second effect: it does not deduplicate by the Idempotency-Key".into());
             } else if last.outcome == Outcome::Applied {
                 hints.push("it answered the retry as new (applied) though nothing new happened: mark a replay with the header Idempotent-Replayed: true, or an outcome \"replayed\" in the body".into());
@@ -350,14 +330,14 @@ fn hint(step: &Step, run: &RunOutput, target: &Target, hints: &mut Vec<String>) 
                 hints.push(unmapped("a replay of the stored result", "replayed"));
             }
         }
-        "a changed payload" => match last.outcome {
+        Kind::ChangedPayload => match last.outcome {
             Outcome::Replayed | Outcome::Applied => hints.push(
                 "it answered a different payload under a used key as the same operation: bind the payload (a fingerprint of its canonical form) to the key and refuse a mismatch".into(),
             ),
             Outcome::Conflict => {}
             _ => hints.push(unmapped("\"this key was used with other arguments\"", "conflict")),
         },
-        "a revoked caller" => match last.outcome {
+        Kind::RevokedCaller => match last.outcome {
             Outcome::Replayed | Outcome::Applied => hints.push(
                 "it served a caller whose token was revoked: authorize every attempt (introspect, or read its own store) before replaying a stored result or dispatching".into(),
             ),

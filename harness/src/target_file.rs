@@ -44,6 +44,7 @@ use chaos_kit::target::{AfterRetention, TargetInfo};
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::braces::{self, Piece};
 use crate::input::{self, FileError};
 use crate::roles::mapping::{
     BodyFormat, Mapping, Place, RequestMapping, ResponseMapping, Template, TokenPlace,
@@ -975,61 +976,26 @@ pub(crate) struct RunFacts<'a> {
 /// An `[env]` value: text with `{fact}` placeholders (`{{` and `}}` for a
 /// literal brace), checked when the file is read and filled in at launch.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EnvValue(Vec<Piece>);
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Piece {
-    Text(String),
-    Fact(Fact),
-}
+pub struct EnvValue(Vec<Piece<Fact>>);
 
 impl EnvValue {
     /// Reads `text`; the error names the bad placeholder and the choices.
     fn parse(text: &str) -> Result<EnvValue, String> {
-        let mut pieces = Vec::new();
-        let mut literal = String::new();
-        let mut rest = text;
-        while let Some(at) = rest.find(['{', '}']) {
-            literal.push_str(&rest[..at]);
-            let tail = &rest[at..];
-            if let Some(after) = tail.strip_prefix("{{") {
-                literal.push('{');
-                rest = after;
-            } else if let Some(after) = tail.strip_prefix("}}") {
-                literal.push('}');
-                rest = after;
-            } else if tail.starts_with('}') {
-                return Err(format!(
-                    "a lone '}}' in \"{text}\"; write '}}}}' for a literal brace"
-                ));
-            } else {
-                let Some(end) = tail.find('}') else {
-                    return Err(format!(
-                        "'{{' opens a placeholder that never closes in \"{text}\"; write '{{{{' for a literal brace"
-                    ));
-                };
-                let name = &tail[1..end];
-                let Some(fact) = Fact::ALL.into_iter().find(|fact| fact.name() == name) else {
-                    return Err(format!(
+        let pieces = braces::parse(text, |name| {
+            Fact::ALL
+                .into_iter()
+                .find(|fact| fact.name() == name)
+                .ok_or_else(|| {
+                    format!(
                         "unknown placeholder '{{{name}}}'. Choose from: {}",
                         Fact::ALL
                             .iter()
                             .map(|fact| format!("{{{}}}", fact.name()))
                             .collect::<Vec<_>>()
                             .join(", ")
-                    ));
-                };
-                if !literal.is_empty() {
-                    pieces.push(Piece::Text(std::mem::take(&mut literal)));
-                }
-                pieces.push(Piece::Fact(fact));
-                rest = &tail[end + 1..];
-            }
-        }
-        literal.push_str(rest);
-        if !literal.is_empty() {
-            pieces.push(Piece::Text(literal));
-        }
+                    )
+                })
+        })?;
         Ok(EnvValue(pieces))
     }
 
@@ -1042,7 +1008,7 @@ impl EnvValue {
     /// The first retention fact used, if any: those need `[retention]`.
     fn needs_retention(&self) -> Option<Fact> {
         self.0.iter().find_map(|piece| match piece {
-            Piece::Fact(fact @ (Fact::RetentionSeconds | Fact::RetentionMs)) => Some(*fact),
+            Piece::Placeholder(fact @ (Fact::RetentionSeconds | Fact::RetentionMs)) => Some(*fact),
             _ => None,
         })
     }
@@ -1053,7 +1019,7 @@ impl EnvValue {
             .iter()
             .map(|piece| match piece {
                 Piece::Text(text) => text.clone(),
-                Piece::Fact(fact) => fact.value(facts),
+                Piece::Placeholder(fact) => fact.value(facts),
             })
             .collect()
     }

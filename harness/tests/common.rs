@@ -163,3 +163,35 @@ pub fn documented_arguments(command: &str, documented_out: &str, out: &Path) -> 
     }
     arguments
 }
+
+/// Runs `scenarios` against the target file at `target` for `seeds` trials;
+/// (exit code, stdout, stderr, report.json).
+pub fn run_live(
+    dir: &Path,
+    scenarios: &[&str],
+    target: &Path,
+    seeds: &str,
+    extra: &[&str],
+) -> (Option<i32>, String, String, serde_json::Value) {
+    let out = dir.join(format!(
+        "out-{}",
+        target.file_stem().unwrap().to_string_lossy()
+    ));
+    let mut args = vec!["run"];
+    args.extend(scenarios);
+    args.extend([
+        "--target",
+        target.to_str().unwrap(),
+        "--seeds",
+        seeds,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    args.extend(extra);
+    let output = chaos(&args);
+    let (stdout, stderr) = text(&output);
+    let report = std::fs::read(out.join("report.json"))
+        .map(|bytes| serde_json::from_slice(&bytes).unwrap())
+        .unwrap_or(serde_json::Value::Null);
+    (output.status.code(), stdout, stderr, report)
+}

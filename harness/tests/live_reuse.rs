@@ -25,38 +25,6 @@ fn python_target(dir: &Path, name: &str, extra: &str) -> PathBuf {
     path
 }
 
-/// Runs `scenarios` against the target file at `target` for `seeds` trials;
-/// (exit code, stdout, stderr, report.json).
-fn run(
-    dir: &Path,
-    scenarios: &[&str],
-    target: &Path,
-    seeds: &str,
-    extra: &[&str],
-) -> (Option<i32>, String, String, serde_json::Value) {
-    let out = dir.join(format!(
-        "out-{}",
-        target.file_stem().unwrap().to_string_lossy()
-    ));
-    let mut args = vec!["run"];
-    args.extend(scenarios);
-    args.extend([
-        "--target",
-        target.to_str().unwrap(),
-        "--seeds",
-        seeds,
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    args.extend(extra);
-    let output = common::chaos(&args);
-    let (stdout, stderr) = common::text(&output);
-    let report = std::fs::read(out.join("report.json"))
-        .map(|bytes| serde_json::from_slice(&bytes).unwrap())
-        .unwrap_or(serde_json::Value::Null);
-    (output.status.code(), stdout, stderr, report)
-}
-
 /// (scenario, verdict, seeds failed) of every cell.
 fn verdicts(report: &serde_json::Value) -> Vec<(String, String, u64)> {
     report["cells"]
@@ -83,7 +51,8 @@ fn one_process_serves_a_cells_trials_and_the_next_cells_unless_told_otherwise() 
     let reused = python_target(&dir, "reused", "");
     let fresh = python_target(&dir, "fresh", "fresh-process = true");
 
-    let (code, stdout, stderr, reused_report) = run(&dir, &scenarios, &reused, "3", &[]);
+    let (code, stdout, stderr, reused_report) =
+        common::run_live(&dir, &scenarios, &reused, "3", &[]);
     // revoked-permission catches the example's documented weakness.
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(
@@ -91,7 +60,7 @@ fn one_process_serves_a_cells_trials_and_the_next_cells_unless_told_otherwise() 
         "both cells' trials on one process: {stderr}"
     );
 
-    let (code, stdout, stderr, fresh_report) = run(&dir, &scenarios, &fresh, "3", &[]);
+    let (code, stdout, stderr, fresh_report) = common::run_live(&dir, &scenarios, &fresh, "3", &[]);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(
         stderr.contains("target 'fresh': 6 trial(s) on 6 process start(s)"),
@@ -105,7 +74,7 @@ fn one_process_serves_a_cells_trials_and_the_next_cells_unless_told_otherwise() 
 fn a_scenario_that_kills_the_target_gets_a_process_of_its_own() {
     let dir = common::temp_dir("reuse-crash");
     let target = python_target(&dir, "crashed", "");
-    let (code, stdout, stderr, report) = run(
+    let (code, stdout, stderr, report) = common::run_live(
         &dir,
         &[
             "scenarios/changed-payload.toml",
@@ -138,12 +107,12 @@ fn parallel_trials_each_run_on_a_process_of_their_own_with_the_same_verdicts() {
     ];
     let one = python_target(&dir, "one-at-a-time", "");
     let two = python_target(&dir, "two-at-a-time", "parallel = 2");
-    let (_, _, stderr, sequential) = run(&dir, &scenarios, &one, "4", &[]);
+    let (_, _, stderr, sequential) = common::run_live(&dir, &scenarios, &one, "4", &[]);
     assert!(
         stderr.contains("target 'one-at-a-time': 8 trial(s) on 1 process start(s)"),
         "{stderr}"
     );
-    let (code, stdout, stderr, parallel) = run(&dir, &scenarios, &two, "4", &[]);
+    let (code, stdout, stderr, parallel) = common::run_live(&dir, &scenarios, &two, "4", &[]);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     // Two threads, each keeping the process it started for every trial it
     // takes.
@@ -169,7 +138,7 @@ fn a_target_that_never_gets_ready_costs_one_timeout_and_says_so_once() {
         "scenarios/lost-response-keyed.toml",
         "scenarios/revoked-permission.toml",
     ];
-    let (code, stdout, stderr, report) = run(&dir, &scenarios, &target, "2", &[]);
+    let (code, stdout, stderr, report) = common::run_live(&dir, &scenarios, &target, "2", &[]);
     assert_eq!(code, Some(3), "{stdout}{stderr}");
     assert_eq!(
         stdout.matches("did not answer GET /healthz").count(),
@@ -197,7 +166,7 @@ fn a_target_that_never_gets_ready_costs_one_timeout_and_says_so_once() {
     }
 
     // Asked to, it is tried in every cell.
-    let (code, stdout, _, _) = run(&dir, &scenarios, &target, "2", &["--keep-trying"]);
+    let (code, stdout, _, _) = common::run_live(&dir, &scenarios, &target, "2", &["--keep-trying"]);
     assert_eq!(code, Some(3));
     assert_eq!(
         stdout.matches("did not answer GET /healthz").count(),
@@ -264,7 +233,7 @@ http.server.HTTPServer((host, int(port)), Healthy).serve_forever()\n";
     )
     .unwrap();
     let (code, stdout, stderr, _) =
-        run(&dir, &["scenarios/changed-payload.toml"], &target, "1", &[]);
+        common::run_live(&dir, &["scenarios/changed-payload.toml"], &target, "1", &[]);
     assert_eq!(code, Some(3), "{stdout}{stderr}");
     assert!(
         stdout.contains("another program holds that port"),

@@ -33,26 +33,12 @@ fn own_callers_with(dir: &Path, name: &str, revoke: &str) -> PathBuf {
 }
 
 fn run(dir: &Path, target: &Path) -> (Option<i32>, String, serde_json::Value) {
-    let out = dir.join(format!(
-        "out-{}",
-        target.file_stem().unwrap().to_string_lossy()
-    ));
-    let mut args: Vec<&str> = vec!["run"];
-    args.extend(REVOCATIONS);
-    args.extend([
-        "--target",
-        target.to_str().unwrap(),
-        "--seeds",
-        "1",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    let output = common::chaos(&args);
-    let (stdout, stderr) = common::text(&output);
-    let report = std::fs::read(out.join("report.json"))
-        .map(|bytes| serde_json::from_slice(&bytes).unwrap())
-        .unwrap_or_else(|_| panic!("no report.json; stdout:\n{stdout}\nstderr:\n{stderr}"));
-    (output.status.code(), stdout, report)
+    let (code, stdout, stderr, report) = common::run_live(dir, &REVOCATIONS, target, "1", &[]);
+    assert!(
+        !report.is_null(),
+        "no report.json; stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    (code, stdout, report)
 }
 
 /// (scenario, verdict, reason) of every cell.

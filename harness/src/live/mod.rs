@@ -322,8 +322,11 @@ async fn drive(
     })?;
 
     in_database(trial, target)?;
-    if target.provider_api == ProviderApi::Smtp {
-        smtp::refuse_unless_blind(trial, &target.name)?;
+    // A provider of another API's shape keeps that API's own contract.
+    match target.provider_api {
+        ProviderApi::Chaos => {}
+        ProviderApi::Smtp => smtp::refuse_unless_blind(trial, &target.name)?,
+        ProviderApi::Stripe => refuse_unless_stripe(trial, target)?,
     }
     mapping::check_arguments(&target.request, &target.name, trial).map_err(|why| {
         Error::NotLive {
@@ -331,7 +334,6 @@ async fn drive(
             why,
         }
     })?;
-    stripe_contract(trial, target)?;
 
     let timeline: Arc<dyn Timeline> = Arc::new(RealTimeline::start());
     // The same instant on the wall clock, to place rows the database stamped.
@@ -680,10 +682,7 @@ fn in_database(trial: &Trial<'_>, target: &TargetFile) -> Result<()> {
 /// met, so it is not run against a Stripe-shaped provider.
 const STRIPE_RETENTION: Duration = Duration::from_secs(24 * 3600);
 
-fn stripe_contract(trial: &Trial<'_>, target: &TargetFile) -> Result<()> {
-    if target.provider_api != ProviderApi::Stripe {
-        return Ok(());
-    }
+fn refuse_unless_stripe(trial: &Trial<'_>, target: &TargetFile) -> Result<()> {
     let scenario = trial.scenario;
     let provider = &scenario.provider;
     let contradiction = if provider.profile != ProviderProfile::Keyed {
@@ -757,13 +756,7 @@ fn serve_for_trial(
     handler: http::Handler,
     mut stopped: watch::Receiver<()>,
 ) -> Result<String> {
-    let listener = listener
-        .try_clone()
-        .and_then(|listener| {
-            listener.set_nonblocking(true)?;
-            tokio::net::TcpListener::from_std(listener)
-        })
-        .map_err(Error::Listen)?;
+    let listener = net::for_this_trial(listener).map_err(Error::Listen)?;
     let addr = listener.local_addr().map_err(Error::Listen)?;
     tokio::spawn(http::serve(
         listener,

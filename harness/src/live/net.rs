@@ -17,6 +17,16 @@ pub(crate) fn bind_loopback() -> io::Result<std::net::TcpListener> {
     std::net::TcpListener::bind(SocketAddr::from((LOOPBACK, 0)))
 }
 
+/// The slot's `listener`, for one trial's runtime: a clone, so the slot
+/// keeps its port for the next trial when this runtime ends.
+pub(crate) fn for_this_trial(
+    listener: &std::net::TcpListener,
+) -> io::Result<tokio::net::TcpListener> {
+    let listener = listener.try_clone()?;
+    listener.set_nonblocking(true)?;
+    tokio::net::TcpListener::from_std(listener)
+}
+
 /// A free port on 127.0.0.1 for the target: the OS picks it, and it is
 /// released for the target to bind. Never one this run handed out before:
 /// the OS may offer a released port again, and two of this run's targets

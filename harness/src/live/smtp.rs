@@ -311,13 +311,7 @@ pub(crate) fn serve_for_trial(
     attribution: Attribution,
     mut stopped: watch::Receiver<()>,
 ) -> Result<String> {
-    let listener = listener
-        .try_clone()
-        .and_then(|listener| {
-            listener.set_nonblocking(true)?;
-            tokio::net::TcpListener::from_std(listener)
-        })
-        .map_err(Error::Listen)?;
+    let listener = super::net::for_this_trial(listener).map_err(Error::Listen)?;
     let addr = listener.local_addr().map_err(Error::Listen)?;
     let attribution = Arc::new(attribution);
     tokio::spawn(async move {

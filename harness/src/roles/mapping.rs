@@ -13,6 +13,7 @@ use chaos_kit::http::{Request, Response};
 use chaos_kit::protocol::{AnswerBody, Outcome, IDEMPOTENT_REPLAYED};
 use serde_json::Value;
 
+use crate::braces::{self, Piece};
 use crate::history::Answer;
 use crate::plan::Trial;
 
@@ -255,57 +256,20 @@ fn plain_text(value: &Value) -> String {
 
 /// Text with `{name}` placeholders; `{{` and `}}` are literal braces.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Template(Vec<Piece>);
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Piece {
-    Text(String),
-    Placeholder(String),
-}
+pub struct Template(Vec<Piece<String>>);
 
 impl Template {
     /// Reads `text`; the error says what is wrong with its braces.
     pub(crate) fn parse(text: &str) -> Result<Template, String> {
-        let mut pieces = Vec::new();
-        let mut literal = String::new();
-        let mut rest = text;
-        while let Some(at) = rest.find(['{', '}']) {
-            literal.push_str(&rest[..at]);
-            let tail = &rest[at..];
-            if let Some(after) = tail.strip_prefix("{{") {
-                literal.push('{');
-                rest = after;
-            } else if let Some(after) = tail.strip_prefix("}}") {
-                literal.push('}');
-                rest = after;
-            } else if tail.starts_with('}') {
+        let pieces = braces::parse(text, |name| {
+            if name.is_empty() || name.contains('{') {
                 return Err(format!(
-                    "a lone '}}' in \"{text}\"; write '}}}}' for a literal brace"
+                    "'{{{name}}}' in \"{text}\" is not a placeholder; name an argument of the call, or one of {}",
+                    built_ins()
                 ));
-            } else {
-                let Some(end) = tail.find('}') else {
-                    return Err(format!(
-                        "'{{' opens a placeholder that never closes in \"{text}\"; write '{{{{' for a literal brace"
-                    ));
-                };
-                let name = &tail[1..end];
-                if name.is_empty() || name.contains('{') {
-                    return Err(format!(
-                        "'{{{name}}}' in \"{text}\" is not a placeholder; name an argument of the call, or one of {}",
-                        built_ins()
-                    ));
-                }
-                if !literal.is_empty() {
-                    pieces.push(Piece::Text(std::mem::take(&mut literal)));
-                }
-                pieces.push(Piece::Placeholder(name.to_owned()));
-                rest = &tail[end + 1..];
             }
-        }
-        literal.push_str(rest);
-        if !literal.is_empty() {
-            pieces.push(Piece::Text(literal));
-        }
+            Ok(name.to_owned())
+        })?;
         Ok(Template(pieces))
     }
 
