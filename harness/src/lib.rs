@@ -40,6 +40,7 @@ pub mod scenario;
 
 pub(crate) mod bench;
 pub(crate) mod braces;
+pub(crate) mod callers;
 pub(crate) mod check;
 pub(crate) mod error;
 pub(crate) mod exit;
@@ -49,6 +50,7 @@ pub(crate) mod input;
 pub(crate) mod live;
 pub(crate) mod plan;
 pub(crate) mod probe;
+pub(crate) mod provider_api;
 pub(crate) mod roles;
 pub(crate) mod runner;
 pub(crate) mod sim;
@@ -57,6 +59,7 @@ pub(crate) mod sweep;
 pub(crate) mod target;
 pub(crate) mod target_file;
 pub(crate) mod trial;
+pub(crate) mod way_in;
 
 pub use check::{Check, Finding, Liveness, OperationSummary, Status, Verdict};
 pub use error::Error;

@@ -9,10 +9,11 @@ use bytes::Bytes;
 use chaos_kit::canonical::{intent_fingerprint, payload_fingerprint};
 use chaos_kit::protocol::Outcome;
 
+use crate::provider_api::Sent;
 use crate::scenario::{
     Arguments, Identity, PayloadVariant, Scenario, TestKind, Workload, DEFAULT_TENANT,
 };
-use crate::target_file::AgentBudget;
+use crate::way_in::CallArguments;
 
 /// Who the agent acts as. The target learns tenant and actor from the
 /// authority, never from these constants or the arguments.
@@ -103,6 +104,19 @@ impl Timing {
             ..live
         }
     }
+}
+
+/// A target file's `[agent]`: how long, and how patiently, the live agent
+/// retries a call whose answer is not final. Left out, the transport's
+/// defaults ([`Timing::live`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentBudget {
+    /// How long a worker keeps retrying past the call's `attempts`.
+    pub retry_for: Option<Duration>,
+    /// The pause between attempts, drawn from this range.
+    pub backoff: Option<(Duration, Duration)>,
+    /// How long the agent waits for one attempt's answer.
+    pub timeout: Option<Duration>,
 }
 
 /// One logical operation of the workload: one intent of the agent.
@@ -311,6 +325,63 @@ impl<'a> Trial<'a> {
     /// The operation a subject value belongs to.
     pub fn operation_of_subject(&self, subject: &str) -> Option<usize> {
         self.operations.iter().position(|op| op.subject == subject)
+    }
+
+    /// What the trial sends, for a provider API that must attribute what
+    /// reaches it by its content (a mail message): every operation's
+    /// subject, and every payload it may send for each, approved and
+    /// drifted first, then each call's.
+    pub(crate) fn sent(&self) -> Sent {
+        let workload = &self.scenario.workload;
+        let planned = self.operations.iter().flat_map(|operation| {
+            std::iter::once(&operation.approved)
+                .chain(operation.drifted.as_ref())
+                .map(move |payload| (operation, payload))
+        });
+        let called = self
+            .calls
+            .iter()
+            .map(|call| (&self.operations[call.operation], &call.payload));
+        Sent {
+            tool: workload.tool.clone(),
+            subject_field: workload.subject_field.clone(),
+            free_text_field: workload.free_text_field.clone(),
+            subjects: self
+                .operations
+                .iter()
+                .map(|operation| operation.subject.clone())
+                .collect(),
+            payloads: planned
+                .chain(called)
+                .map(|(operation, payload)| (operation.subject.clone(), payload.bytes.clone()))
+                .collect(),
+        }
+    }
+
+    /// The argument names each payload of each call carries (its own, and
+    /// its operation's drifted one), for a way in that fills templates from
+    /// them.
+    pub(crate) fn call_arguments(&self) -> Vec<CallArguments> {
+        let names = |payload: &Payload| -> Vec<String> {
+            match serde_json::from_slice::<serde_json::Value>(&payload.bytes) {
+                Ok(serde_json::Value::Object(map)) => map.keys().cloned().collect(),
+                _ => Vec::new(),
+            }
+        };
+        self.calls
+            .iter()
+            .flat_map(|call| {
+                let operation = &self.operations[call.operation];
+                std::iter::once(&call.payload)
+                    .chain(operation.drifted.as_ref())
+                    .map(move |payload| CallArguments {
+                        call: call.number,
+                        operation: operation.name.clone(),
+                        tool: call.tool.clone(),
+                        arguments: names(payload),
+                    })
+            })
+            .collect()
     }
 
     /// What this trial's identities carry to keep them fresh (live).

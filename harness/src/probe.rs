@@ -176,7 +176,7 @@ fn scenarios(blind: bool) -> Vec<Scenario> {
 
 /// Probes `target`; `None` when cancelled.
 pub fn probe(target: &Target, cancel: &AtomicBool) -> Option<ProbeReport> {
-    let blind = matches!(target, Target::Live { file, .. } if file.provider_api == crate::target_file::ProviderApi::Smtp);
+    let blind = matches!(target, Target::Live { file, .. } if file.provider_api == crate::provider_api::ProviderApi::Smtp);
     let scenarios = scenarios(blind);
     let driver = target.driver(false);
     let mut steps = Vec::new();
@@ -284,7 +284,7 @@ fn new_effects(dispatches: &[crate::history::Dispatch]) -> usize {
 /// How to fix what went wrong, where the answers show it.
 fn hint(step: &Step, run: &RunOutput, target: &Target, hints: &mut Vec<String>) {
     let reads_an_outcome_field =
-        matches!(target, Target::Live { file, .. } if file.response.outcome.is_some());
+        matches!(target, Target::Live { file, .. } if file.reads_its_own_outcomes());
     let attempts = &run.history.attempts;
     let dispatches = &run.ledger.dispatches;
     let last = attempts.last().and_then(Attempt::answer);

@@ -11,13 +11,13 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use rayon::prelude::*;
 
 use crate::progress::Observer;
 use crate::report::fold::{Column, Fold};
-use crate::report::{Summary, TargetMeta};
+use crate::report::{AgentMeta, Summary, TargetMeta};
 use crate::scenario::Scenario;
 use crate::sweep::Sweep;
 use crate::target::Target;
@@ -39,14 +39,10 @@ pub fn run(
         .collect();
     let columns = targets
         .iter()
-        .map(|target| Column {
+        .zip(&drivers)
+        .map(|(target, driver)| Column {
             meta: TargetMeta {
-                agent: match target {
-                    Target::Live { file, .. } => Some(crate::report::AgentMeta::of(
-                        &crate::plan::Timing::live_with(&file.agent),
-                    )),
-                    Target::Sim(_) => None,
-                },
+                agent: driver.agent_timing().map(|timing| AgentMeta::of(&timing)),
                 ..TargetMeta::of(&target.info(), target.transport())
             },
             arg: target.arg().to_owned(),
@@ -72,12 +68,22 @@ pub fn run(
     let target_of = |position: u64| cell_of(position) % targets.len();
     let every_core =
         |position: &u64| drivers[target_of(*position)].concurrency() == Concurrency::EveryCore;
+    // Whether each cell can run at all, decided once, of its first seed's
+    // trial, by the first of its trials to get here.
+    let admitted: Vec<OnceLock<Result<(), String>>> = (0..scenarios.len() * targets.len())
+        .map(|_| OnceLock::new())
+        .collect();
     let trial = |position: u64| -> Option<(usize, Judged<'_>)> {
         let cell = cell_of(position);
         let scenario = &scenarios[cell / targets.len()];
         let driver = &drivers[cell % targets.len()];
         let seed = sweep.seeds.first().wrapping_add(position % per_cell);
-        let judged = trial::judge(driver.as_ref(), scenario, seed, cancel)?;
+        let admission = admitted[cell]
+            .get_or_init(|| driver.admit(&driver.plan(scenario, sweep.seeds.first())));
+        let judged = match admission {
+            Ok(()) => trial::judge(driver.as_ref(), scenario, seed, cancel)?,
+            Err(reason) => trial::not_admitted(driver.as_ref(), scenario, seed, reason.clone()),
+        };
         fold.add(cell, &judged);
         observer.progressed(done.fetch_add(1, Ordering::Relaxed) + 1);
         Some((cell, judged))

@@ -31,6 +31,20 @@ pub(crate) trait Driver: Sync {
     /// timeouts, decided before anything runs.
     fn plan<'a>(&self, scenario: &'a Scenario, seed: u64) -> Trial<'a>;
 
+    /// Whether `trial`'s scenario can run on this driver at all; the reason
+    /// when not. Asked once per cell, of its first trial, before any runs:
+    /// every reason is about the pairing (a provider API that cannot play the
+    /// scenario's provider), never about a seed.
+    fn admit(&self, _trial: &Trial<'_>) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// The agent's timing in force against this target, when it is the
+    /// target file's (the report shows a live target's retry budget).
+    fn agent_timing(&self) -> Option<crate::plan::Timing> {
+        None
+    }
+
     fn run(&self, trial: &Trial<'_>, cancel: &AtomicBool) -> Run;
 
     /// Its last trial of the run has been judged: what it kept between
@@ -112,6 +126,17 @@ impl<'a> Judged<'a> {
             .filter(|_| self.cell_blocked)?;
         Some(&finding.message)
     }
+}
+
+/// The trial of `scenario` for `seed` on `driver`, judged not run for
+/// `reason` without running it: a cell its driver did not admit.
+pub(crate) fn not_admitted<'a>(
+    driver: &dyn Driver,
+    scenario: &'a Scenario,
+    seed: u64,
+    reason: String,
+) -> Judged<'a> {
+    Judged::blocked(driver.plan(scenario, seed), reason)
 }
 
 /// Plans, runs and judges the trial of `scenario` for `seed` on `driver`.

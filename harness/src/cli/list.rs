@@ -4,11 +4,14 @@ use super::stdout::outln;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::callers::CallerDriver;
 use crate::error::Error;
 use crate::exit::Exit;
+use crate::provider_api::ProviderApi;
 use crate::scenario::Scenario;
 use crate::target;
 use crate::target_file;
+use crate::way_in::WayIn;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct ListArgs {
@@ -66,6 +69,20 @@ pub(super) fn list(args: ListArgs) -> Result<Exit, Error> {
             ),
             Err(error) => broken.push(error),
         }
+    }
+    // What a target file can choose, each with its docs line: the
+    // registries' own, so this list cannot fall behind them.
+    outln!("provider APIs ([provider] api = NAME in a target file):");
+    for api in ProviderApi::every() {
+        outln!("  {:<34} {}", api.as_str(), api.doc());
+    }
+    outln!("ways in (how the calls reach a live target):");
+    for (name, doc) in WayIn::every() {
+        outln!("  {name:<34} {doc}");
+    }
+    outln!("callers (what makes the calls):");
+    for (name, doc) in CallerDriver::every() {
+        outln!("  {name:<34} {doc}");
     }
     if broken.is_empty() {
         Ok(Exit::Success)

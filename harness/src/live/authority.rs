@@ -24,77 +24,7 @@ use std::time::{Duration, Instant};
 
 use crate::fault::Grant;
 use crate::roles::authority::{Adapter, GrantFacts};
-
-/// The placeholders a command may use, each filled in per caller.
-pub(crate) const PLACEHOLDERS: [&str; 7] = [
-    "token", "actor", "tenant", "scope", "active", "tool", "grant",
-];
-
-/// `[authority]`, validated: the commands as templates.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuthorityCommands {
-    /// Run for every caller before the agent's first call; optional, for a
-    /// store the target seeds itself.
-    pub grant: Option<Vec<String>>,
-    pub revoke: Vec<String>,
-    pub timeout: Duration,
-}
-
-impl AuthorityCommands {
-    /// Checks the commands' placeholders; the error names the bad one and
-    /// the choices.
-    pub(crate) fn new(
-        grant: Option<Vec<String>>,
-        revoke: Vec<String>,
-        timeout: Duration,
-    ) -> Result<AuthorityCommands, String> {
-        for (what, command) in [("grant", grant.as_ref()), ("revoke", Some(&revoke))] {
-            let Some(command) = command else { continue };
-            if command.first().is_none_or(String::is_empty) {
-                return Err(format!(
-                    "authority.{what} must name a program, e.g. {what} = [\"psql\", \"postgresql://postgres@127.0.0.1:5432/test\", \"-qc\", \"...\"]"
-                ));
-            }
-            for arg in command {
-                check_placeholders(arg).map_err(|why| format!("authority.{what}: {why}"))?;
-            }
-        }
-        if timeout.is_zero() {
-            return Err("authority.timeout must be longer than 0s".into());
-        }
-        Ok(AuthorityCommands {
-            grant,
-            revoke,
-            timeout,
-        })
-    }
-}
-
-/// A `{word}` of lowercase letters and `_` is a placeholder and must be
-/// known; any other brace is text (JSON in a SQL statement stays as written).
-fn check_placeholders(arg: &str) -> Result<(), String> {
-    let mut rest = arg;
-    while let Some(open) = rest.find('{') {
-        let tail = &rest[open + 1..];
-        let Some(close) = tail.find('}') else {
-            break;
-        };
-        let name = &tail[..close];
-        let is_word = !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
-        if is_word && !PLACEHOLDERS.contains(&name) {
-            return Err(format!(
-                "unknown placeholder '{{{name}}}' in \"{arg}\". Choose from: {}",
-                PLACEHOLDERS
-                    .iter()
-                    .map(|name| format!("{{{name}}}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        rest = &tail[close + 1..];
-    }
-    Ok(())
-}
+use crate::target_file::AuthorityCommands;
 
 /// The commands of one trial, run in the target's working directory with
 /// its environment.

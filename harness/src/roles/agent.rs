@@ -22,9 +22,10 @@ use crate::fault::{Action, LossMode, Wording};
 use crate::history::{Attempt, AttemptEnd};
 use crate::plan::{attempt_id, own_key, tool_use_id, Payload, Timing, Trial};
 use crate::roles::clock::Timeline;
-use crate::roles::mapping::{retry_after, CallValues, Mapping};
 use crate::roles::nemesis::Nemesis;
 use crate::scenario::Identity;
+use crate::way_in::mapped::retry_after;
+use crate::way_in::{CallValues, WayIn};
 
 /// The agent's whole script, owned, so it can run as a `'static` task.
 #[derive(Debug, Clone)]
@@ -139,7 +140,7 @@ pub(crate) struct AgentEnv {
     pub clock: Arc<dyn Clock>,
     pub nemesis: Arc<Nemesis>,
     /// How a tool call is put to the target, and its answer read.
-    pub mapping: Mapping,
+    pub way_in: WayIn,
     pub attempts: Arc<Mutex<Vec<Attempt>>>,
 }
 
@@ -424,9 +425,8 @@ async fn send_attempt(
             token: &call.token,
             arguments: &tool_call.payload.bytes,
         };
-        env.mapping
-            .request
-            .build(&values, &call.headers)
+        env.way_in
+            .request(&values, &call.headers)
             .header(ATTEMPT_ID, attempt_id)
             .header(RUN_ID, script.run_id.as_str())
             .header(STEP_ID, call.step_id.as_str())
@@ -442,7 +442,7 @@ async fn send_attempt(
         Ok(response) => response,
         Err(failure) => return Sent::ended(AttemptEnd::Failed { failure }),
     };
-    let answer = env.mapping.response.interpret(&response);
+    let answer = env.way_in.read(&response);
     let retry_after = retry_after(&response);
     let fate = env.nemesis.answer();
     let mut redelivery = None;
@@ -453,7 +453,7 @@ async fn send_attempt(
         Some(Action::Redeliver) => {
             let (sent_at, wall_clock_ms) = (env.timeline.now(), env.clock.now_ms());
             let end = match env.http.call(&env.target, request(), timeout).await {
-                Ok(response) => AttemptEnd::Answered(env.mapping.response.interpret(&response)),
+                Ok(response) => AttemptEnd::Answered(env.way_in.read(&response)),
                 Err(failure) => AttemptEnd::Failed { failure },
             };
             redelivery = Some(Redelivery {

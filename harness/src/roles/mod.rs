@@ -3,7 +3,7 @@
 //! - [`agent`]: plays the orchestrator: sends tool calls, times out, retries,
 //!   releases concurrent attempts, records every attempt;
 //! - [`provider`]: the downstream side-effect service; its ledger is the
-//!   ground truth; [`stripe`] is its Stripe-shaped API;
+//!   ground truth; the shape it speaks is a [`crate::provider_api`] unit;
 //! - [`authority`]: token introspection, where revocation happens;
 //! - [`nemesis`]: the fault schedule, consulted by the others at protocol
 //!   points, and the drivers' side of crashes;
@@ -16,10 +16,8 @@
 pub(crate) mod agent;
 pub(crate) mod authority;
 pub(crate) mod clock;
-pub(crate) mod mapping;
 pub(crate) mod nemesis;
 pub(crate) mod provider;
-pub(crate) mod stripe;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -29,14 +27,35 @@ use chaos_kit::clock::Clock;
 
 use crate::history::{Attempt, History, Ms, RunOutput};
 use crate::plan::Trial;
+use crate::provider_api::ProviderApi;
+use crate::way_in::WayIn;
 use agent::AgentEnv;
 use authority::Authority;
 use clock::{HarnessClock, Timeline};
-use mapping::Mapping;
 use nemesis::{ClockWait, Nemesis};
 use provider::{Provider, ProviderConfig};
 
-use crate::target_file::ProviderApi;
+/// Where a trial's roles play: its timeline and wall clock, the API the
+/// provider speaks, and what a live run puts in place of the scenario's
+/// declared times.
+pub(crate) struct Setting<'a> {
+    pub timeline: Arc<dyn Timeline>,
+    pub clock: Arc<HarnessClock>,
+    pub api: ProviderApi,
+    /// `None` in the simulator, where a clock jump is an offset and every
+    /// period is as declared.
+    pub live: Option<LiveTimes<'a>>,
+}
+
+/// The times of a live run that differ from the scenario's.
+pub(crate) struct LiveTimes<'a> {
+    /// The provider's retention, shortened when the run jumps the clock.
+    pub provider_retention: Option<Duration>,
+    /// The clock jumps, by fault index, as waits.
+    pub clock_waits: BTreeMap<usize, ClockWait>,
+    /// How long each fixture approval holds, in the fixture's order.
+    pub approval_expiries: &'a [Option<Duration>],
+}
 
 /// The harness's side of one trial: the authority (with the agent's token
 /// granted), the nemesis with the scenario's faults, the provider, and the
@@ -52,20 +71,21 @@ pub(crate) struct Cast {
 }
 
 impl Cast {
-    /// `provider_retention` is the scenario's, or the shortened one of a live
-    /// run; `clock_waits` are the clock jumps a live run waits out (none in
-    /// the simulator, where a jump is an offset); `approval_expiries`, the
-    /// shortened expiries of the fixture's approvals live (`None`: as
-    /// declared); `api` the provider's API shape (live targets may talk Stripe).
-    pub(crate) fn new(
-        trial: &Trial<'_>,
-        timeline: Arc<dyn Timeline>,
-        clock: Arc<HarnessClock>,
-        provider_retention: Option<Duration>,
-        clock_waits: BTreeMap<usize, ClockWait>,
-        approval_expiries: Option<&[Option<Duration>]>,
-        api: ProviderApi,
-    ) -> Cast {
+    pub(crate) fn new(trial: &Trial<'_>, setting: Setting<'_>) -> Cast {
+        let Setting {
+            timeline,
+            clock,
+            api,
+            live,
+        } = setting;
+        let (provider_retention, clock_waits, approval_expiries) = match live {
+            Some(live) => (
+                live.provider_retention,
+                live.clock_waits,
+                Some(live.approval_expiries),
+            ),
+            None => (trial.scenario.provider.retention, BTreeMap::new(), None),
+        };
         let scenario = trial.scenario;
         let authority = Arc::new(Authority::new(timeline.clone()));
         for (tenant, token) in &trial.tokens {
@@ -104,8 +124,7 @@ impl Cast {
             ProviderConfig {
                 profile: scenario.provider.profile,
                 lookup: scenario.provider.lookup,
-                // Stripe's contract saves every answer, errors included.
-                saves_errors: scenario.provider.saves_errors || api == ProviderApi::Stripe,
+                saves_errors: scenario.provider.saves_errors || api.saves_errors(),
                 declined_subjects: trial
                     .operations
                     .iter()
@@ -138,12 +157,13 @@ impl Cast {
         }
     }
 
-    /// What the agent runs against: `http` reaches the target at `target`.
+    /// What the agent runs against: `http` reaches the target at `target`,
+    /// the way `way_in` says.
     pub(crate) fn agent_env(
         &self,
         http: chaos_kit::http::Client,
         target: String,
-        mapping: Mapping,
+        way_in: WayIn,
     ) -> AgentEnv {
         AgentEnv {
             http,
@@ -151,7 +171,7 @@ impl Cast {
             timeline: self.timeline.clone(),
             clock: self.clock.clone(),
             nemesis: self.nemesis.clone(),
-            mapping,
+            way_in,
             attempts: self.attempts.clone(),
         }
     }

@@ -11,30 +11,26 @@
 //! answer under the key and replay it (`saves-errors`, Stripe API v1), and it
 //! may refuse some payloads for good (`declines`, a `402 card_declined`).
 //!
-//! It speaks chaos's own API (`POST /effects/{tool}`, JSON) or, for a target
-//! file with `[provider] api = "stripe"`, Stripe's ([`super::stripe`]): a
-//! request in either shape becomes one [`Incoming`] dispatch, decided,
-//! recorded and faulted by the same code, and its [`Answer`] is written back
-//! in the shape it came in.
+//! It speaks the API the target file chose ([`crate::provider_api`]: chaos's
+//! own `POST /effects/{tool}`, Stripe's, a mail server): a request in any
+//! shape becomes one [`Incoming`] dispatch, decided, recorded and faulted by
+//! the same code here, and its [`Answer`] is written back in the shape it
+//! came in by the API's unit, which sees this core only as a [`Desk`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use chaos_kit::canonical::{intent_fingerprint, payload_fingerprint, value_fingerprint};
 use chaos_kit::clock::{millis, Clock};
 use chaos_kit::http::{Abort, Request, Response};
-use chaos_kit::protocol::{
-    LookupCapability, ProviderProfile, Receipt, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
-};
+use chaos_kit::protocol::{LookupCapability, ProviderProfile, Receipt};
 
 use crate::fault::{Action, LossMode};
 use crate::history::{Dispatch, Disposition, Effect, Ledger, LookupRecord};
+use crate::provider_api::{Answer, Answering, Desk, Incoming, ProviderApi, Resource};
 use crate::roles::clock::Timeline;
 use crate::roles::nemesis::Nemesis;
-use crate::roles::stripe::{self, Resource};
-use crate::target_file::ProviderApi;
 
 #[derive(Debug, Clone)]
 pub(crate) struct ProviderConfig {
@@ -78,33 +74,6 @@ struct ProviderState {
     in_flight: BTreeSet<String>,
 }
 
-/// One request to act, whatever API it came in: what the provider decides
-/// on, records and lets the nemesis fault.
-pub(crate) struct Incoming {
-    pub tool: String,
-    pub key: Option<String>,
-    /// The payload as JSON, or why it is not one the API takes.
-    pub payload: Result<serde_json::Value, String>,
-    /// The bytes as sent, fingerprinted when there is no payload.
-    pub raw: Bytes,
-    pub subject: Option<String>,
-    /// The payload's fields a reworded intent may differ in.
-    pub free_text: Vec<String>,
-    /// Stripe: the kind of object it creates.
-    pub resource: Option<Resource>,
-}
-
-/// What the provider answers a dispatch, before it is written in the API's
-/// shape.
-pub(crate) enum Answer {
-    Created { receipt: String },
-    Replayed { receipt: String },
-    KeyConflict,
-    Declined { replayed: bool },
-    Error { status: u16, replayed: bool },
-    Malformed { why: String },
-}
-
 #[derive(Clone)]
 struct StoredKey {
     fingerprint: String,
@@ -135,13 +104,6 @@ enum Decision {
     Decline,
 }
 
-/// What a decline answers: Stripe's shape for a refused card.
-const DECLINED_STATUS: u16 = 402;
-const DECLINED_BODY: &str =
-    r#"{"error":{"type":"card_error","code":"card_declined","message":"Your card was declined."}}"#;
-const ERROR_BODY: &str =
-    r#"{"error":{"type":"api_error","message":"An error occurred while processing the request."}}"#;
-
 impl Provider {
     pub(crate) fn new(
         config: ProviderConfig,
@@ -162,6 +124,8 @@ impl Provider {
         self.lock().ledger.clone()
     }
 
+    /// Any request: the protocol's shared routes (readiness, lookups, the
+    /// lab's records), then the API's own.
     pub(crate) async fn handle(self: Arc<Self>, request: Request) -> Result<Response, Abort> {
         match (request.method.as_str(), request.path.as_str()) {
             ("GET", "/healthz") => Ok(Response::new(200)),
@@ -179,15 +143,10 @@ impl Provider {
                     None => Response::new(404),
                 })
             }
-            (_, path) if self.config.api == ProviderApi::Stripe && path.starts_with("/v1/") => {
-                stripe::handle(&self, request).await
-            }
-            ("POST", path) if path.starts_with("/effects/") => {
-                let tool = path.trim_start_matches("/effects/").to_owned();
-                let incoming = self.incoming(tool, request);
-                self.dispatch(incoming).await
-            }
-            _ => Ok(Response::new(404)),
+            _ => match self.config.api.route(self.clone(), request) {
+                Some(answering) => answering.await,
+                None => Ok(Response::new(404)),
+            },
         }
     }
 
@@ -221,26 +180,7 @@ impl Provider {
         }
     }
 
-    /// A `POST /effects/{tool}` of chaos's own API as a dispatch.
-    fn incoming(&self, tool: String, request: Request) -> Incoming {
-        let payload = serde_json::from_slice::<serde_json::Value>(&request.body)
-            .map_err(|error| format!("the body is not JSON: {error}"));
-        let subject = payload.as_ref().ok().and_then(|body| {
-            body.get(&self.config.subject_field)?
-                .as_str()
-                .map(str::to_owned)
-        });
-        Incoming {
-            tool,
-            key: request.header_value(IDEMPOTENCY_KEY).map(str::to_owned),
-            payload,
-            raw: request.body,
-            subject,
-            free_text: self.config.free_text_field.clone().into_iter().collect(),
-            resource: None,
-        }
-    }
-
+    #[cfg(test)]
     pub(crate) fn config(&self) -> &ProviderConfig {
         &self.config
     }
@@ -278,19 +218,19 @@ impl Provider {
             provider_shaped: incoming.resource.is_some(),
             disposition: Disposition::Dropped,
         };
-        // Stripe refuses a key while a request with it executes; such a
-        // request never starts executing, so it is no dispatch.
-        let in_flight = match (api, &incoming.key) {
-            (ProviderApi::Stripe, Some(key)) => Some(key.clone()),
+        // An API may refuse a key while a request with it executes (Stripe
+        // does); such a request never starts executing, so it is no dispatch.
+        let in_flight = match (api.in_flight_answer(), &incoming.key) {
+            (Some(refusal), Some(key)) => Some((key.clone(), refusal)),
             _ => None,
         };
         // Take the number and the slot together: concurrent dispatches must
         // not share one, nor two requests with one key both start.
         let number = {
             let mut state = self.lock();
-            if let Some(key) = &in_flight {
+            if let Some((key, refusal)) = &in_flight {
                 if !state.in_flight.insert(key.clone()) {
-                    return Ok(stripe::in_flight_answer());
+                    return Ok(refusal.clone());
                 }
             }
             record.number = state.ledger.dispatches.len() as u32 + 1;
@@ -298,7 +238,7 @@ impl Provider {
             record.number
         };
         let finished = || {
-            if let Some(key) = &in_flight {
+            if let Some((key, _)) = &in_flight {
                 self.lock().in_flight.remove(key);
             }
         };
@@ -343,11 +283,7 @@ impl Provider {
         self.lock().ledger.dispatches[number as usize - 1] = record;
         finished();
         self.nemesis.after_commit(number);
-        let response = match api {
-            // The mail server reads chaos's answer and says it in SMTP.
-            ProviderApi::Chaos | ProviderApi::Smtp => chaos_answer(answer),
-            ProviderApi::Stripe => stripe::answer(self, answer, incoming.key.as_deref()),
-        };
+        let response = api.answer(self, answer, incoming.key.as_deref());
 
         match fate {
             Some(Action::CrashAfterCommit { .. }) => {
@@ -387,7 +323,7 @@ impl Provider {
             (ProviderProfile::Keyed, Some(key)) => match state.keys.get(key) {
                 Some(stored) if self.retained(stored, now) => {
                     let same_endpoint =
-                        self.config.api == ProviderApi::Chaos || stored.tool == record.tool;
+                        !self.config.api.binds_keys_to_endpoints() || stored.tool == record.tool;
                     if stored.fingerprint == record.payload_fingerprint && same_endpoint {
                         Decision::Replay(stored.clone())
                     } else {
@@ -454,7 +390,7 @@ impl Provider {
                 let receipt = match resource {
                     Some(resource) => {
                         let id = resource.id(number);
-                        let object = stripe::object(resource, &id, payload, now);
+                        let object = resource.object(&id, payload, now);
                         state.objects.insert(id.clone(), object);
                         id
                     }
@@ -556,33 +492,28 @@ impl Provider {
     }
 }
 
-/// An answer in chaos's own API (docs/target-protocol.md §4).
-fn chaos_answer(answer: Answer) -> Response {
-    let replayed = |response: Response, replayed: bool| match replayed {
-        true => response.header(IDEMPOTENT_REPLAYED, "true"),
-        false => response,
-    };
-    match answer {
-        Answer::Created { receipt } => Response::json(201, &Receipt { receipt }),
-        Answer::Replayed { receipt } => replayed(Response::json(200, &Receipt { receipt }), true),
-        Answer::KeyConflict => Response::new(422),
-        Answer::Declined { replayed: again } => replayed(declined_answer(), again),
-        Answer::Error {
-            status,
-            replayed: again,
-        } => replayed(error_answer(status), again),
-        Answer::Malformed { .. } => Response::new(400),
+impl Desk for Provider {
+    fn handle(self: Arc<Self>, request: Request) -> Answering<'static> {
+        Box::pin(Provider::handle(self, request))
     }
-}
 
-pub(crate) fn declined_answer() -> Response {
-    Response::new(DECLINED_STATUS)
-        .header("content-type", "application/json")
-        .body(DECLINED_BODY)
-}
+    fn dispatch(&self, incoming: Incoming) -> Answering<'_> {
+        Box::pin(Provider::dispatch(self, incoming))
+    }
 
-pub(crate) fn error_answer(status: u16) -> Response {
-    Response::new(status)
-        .header("content-type", "application/json")
-        .body(ERROR_BODY)
+    fn object(&self, id: &str) -> Option<serde_json::Value> {
+        Provider::object(self, id)
+    }
+
+    fn objects(&self) -> Vec<serde_json::Value> {
+        Provider::objects(self)
+    }
+
+    fn subject_field(&self) -> &str {
+        &self.config.subject_field
+    }
+
+    fn free_text_field(&self) -> Option<&str> {
+        self.config.free_text_field.as_deref()
+    }
 }

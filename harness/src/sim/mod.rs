@@ -23,17 +23,17 @@ use chaos_kit::net::{BoxFuture, Listener};
 use chaos_kit::target::TargetInfo;
 use chaos_kit::TargetEnv;
 
+use crate::callers::CallerDriver;
 use crate::history::{Ms, RunOutput};
 use crate::plan::{Timing, Trial};
-use crate::roles::agent::{self, Script};
+use crate::provider_api::ProviderApi;
 use crate::roles::clock::{HarnessClock, Timeline};
-use crate::roles::mapping::Mapping;
 use crate::roles::nemesis::{Crashes, Due, Nemesis};
-use crate::roles::Cast;
+use crate::roles::{Cast, Setting};
 use crate::scenario::Scenario;
 use crate::sweep::Transport;
-use crate::target_file::ProviderApi;
 use crate::trial::{Concurrency, Driver, Run};
+use crate::way_in::WayIn;
 use net::{SimListener, SimNetwork, SimTimeline};
 
 /// Starts a target's server: `serve(listener, shutdown, env)`.
@@ -103,12 +103,12 @@ fn simulate(trial: &Trial<'_>, target: &SimTarget, cancel: &AtomicBool) -> Optio
 
     let cast = Cast::new(
         trial,
-        timeline.clone(),
-        clock.clone(),
-        scenario.provider.retention,
-        Default::default(),
-        None,
-        ProviderApi::Chaos,
+        Setting {
+            timeline: timeline.clone(),
+            clock: clock.clone(),
+            api: ProviderApi::default(),
+            live: None,
+        },
     );
 
     let mut sim = turmoil::Builder::new()
@@ -185,11 +185,11 @@ fn simulate(trial: &Trial<'_>, target: &SimTarget, cancel: &AtomicBool) -> Optio
         let env = cast.agent_env(
             chaos_kit::http::Client::new(Arc::new(SimNetwork)),
             format!("{TARGET_HOST}:{TARGET_PORT}"),
-            Mapping::default(),
+            WayIn::default(),
         );
-        let script = Script::from_trial(trial);
+        let calling = CallerDriver::default().call(trial, env);
         sim.client("agent", async move {
-            agent::run(script, env).await;
+            calling.await;
             Ok(())
         });
     }

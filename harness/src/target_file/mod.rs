@@ -34,6 +34,23 @@
 //! [provider]                          # optional: the API chaos's provider speaks
 //! api = "smtp"                        # "chaos" (default: HTTP, docs/target-protocol.md §4), "stripe" or "smtp"
 //! ```
+//!
+//! Config only: this folder imports nothing of the run. The file is read in
+//! two passes, as nextest reads its config: serde checks the shape (unknown
+//! keys, types), then each table is validated by its own file, in the order
+//! the tables depend on each other (`[retention]` before the `[env]` values
+//! that use it, `[status]` before the `[response]` that carries it,
+//! `[effects]` before the `[provider]` that may refuse it).
+
+mod agent;
+mod authority;
+mod effects;
+mod env;
+mod provider;
+mod request;
+mod response;
+mod retention;
+mod status;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -44,11 +61,16 @@ use chaos_kit::target::{AfterRetention, TargetInfo};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::braces::{self, Piece};
-use crate::input::{self, FileError};
-use crate::roles::mapping::{
-    BodyFormat, Mapping, Place, RequestMapping, ResponseMapping, Template, TokenPlace,
-};
+use crate::input::{self, Errors, FileError};
+use crate::plan::AgentBudget;
+use crate::provider_api::ProviderApi;
+use crate::way_in::{Mapping, Protocol, WayIn};
+
+pub(crate) use authority::AuthorityCommands;
+pub(crate) use effects::EffectsQuery;
+pub use env::EnvValue;
+pub(crate) use env::RunFacts;
+pub(crate) use retention::Retention;
 
 /// The file name of a directory's main target file; variants (weakened modes)
 /// sit beside it as `<variant>.target.toml`.
@@ -84,63 +106,15 @@ pub struct TargetFile {
     /// database rather than requests to the provider.
     pub effects: Option<EffectsQuery>,
     /// How grants and revocations reach a target that keeps its own callers.
-    pub(crate) authority: Option<crate::live::authority::AuthorityCommands>,
+    pub(crate) authority: Option<AuthorityCommands>,
     /// The API the harness's provider speaks to this target.
     pub provider_api: ProviderApi,
-    /// `[request]`: how a tool call is put to the target (today's protocol
-    /// when the file has none).
-    pub request: RequestMapping,
-    /// `[response]` and `[status]`: how its answers are read.
-    pub response: ResponseMapping,
+    /// `[request]`, `[response]` and `[status]`: how a tool call is put to
+    /// the target and its answer read (chaos's protocol when the file has
+    /// no `[request]` or `[response]`).
+    pub(crate) way_in: WayIn,
     /// `[agent]`: the live agent's retry budget against this target.
     pub agent: AgentBudget,
-}
-
-/// `[provider] api`: what the target's side-effect service looks like to it.
-/// A service that sends mail points its SMTP client at chaos instead of
-/// being rewritten to POST effects.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ProviderApi {
-    /// chaos's own HTTP provider: `POST /effects/{tool}`.
-    #[default]
-    Chaos,
-    /// A mail server on 127.0.0.1: an effect is a message accepted after
-    /// `DATA` (`live/smtp.rs`).
-    Smtp,
-    /// The subset of Stripe's v1 API a payments service uses for one-off
-    /// charges, with Stripe's idempotency contract (`roles::stripe`).
-    Stripe,
-}
-
-impl ProviderApi {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProviderApi::Chaos => "chaos",
-            ProviderApi::Smtp => "smtp",
-            ProviderApi::Stripe => "stripe",
-        }
-    }
-}
-
-/// `[effects]`: the query that lists an operation's effects in the
-/// target's PostgreSQL database, one row per effect, its first column the
-/// effect's reference as the target reports it (its receipt); `$1` is the
-/// operation's subject (the workload's subject field, e.g. the invoice).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EffectsQuery {
-    pub database: String,
-    pub query: String,
-}
-
-/// What the target promises to remember, and what it does after.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Retention {
-    pub period: Duration,
-    pub after: AfterRetention,
-    /// Whether the target takes a shorter period from `CHAOS_RETENTION_MS`, so
-    /// a live run can wait it out in seconds.
-    pub shorten: bool,
 }
 
 impl TargetFile {
@@ -171,12 +145,9 @@ impl TargetFile {
         self.info_with_retention(self.retention.map(|retention| retention.period))
     }
 
-    /// How the agent speaks to this target.
-    pub(crate) fn mapping(&self) -> Mapping {
-        Mapping {
-            request: self.request.clone(),
-            response: self.response.clone(),
-        }
+    /// The `[response]` mapping, when the file reads answers its own way.
+    pub(crate) fn reads_its_own_outcomes(&self) -> bool {
+        matches!(&self.way_in, WayIn::Mapped(Mapping { response, .. }) if response.outcome.is_some())
     }
 }
 
@@ -234,77 +205,31 @@ struct File {
     #[serde(default)]
     status: Option<Spanned<BTreeMap<String, Outcome>>>,
     #[serde(default)]
-    retention: Option<RetentionFile>,
+    retention: Option<retention::RetentionFile>,
     #[serde(default)]
-    effects: Option<Spanned<EffectsFile>>,
+    effects: Option<Spanned<effects::EffectsFile>>,
     #[serde(default)]
-    authority: Option<Spanned<AuthorityFile>>,
+    authority: Option<Spanned<authority::AuthorityFile>>,
     #[serde(default)]
-    provider: Option<Spanned<ProviderFile>>,
+    provider: Option<Spanned<provider::ProviderFile>>,
     #[serde(default)]
-    request: Option<Spanned<RequestFile>>,
+    request: Option<Spanned<request::RequestFile>>,
     #[serde(default)]
-    response: Option<Spanned<ResponseFile>>,
+    response: Option<Spanned<response::ResponseFile>>,
     #[serde(default)]
-    agent: Option<Spanned<AgentFile>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct AuthorityFile {
-    #[serde(default)]
-    grant: Option<Vec<String>>,
-    revoke: Vec<String>,
-    #[serde(default = "default_authority_timeout", with = "humantime_serde")]
-    timeout: Duration,
-}
-
-fn default_authority_timeout() -> Duration {
-    Duration::from_secs(10)
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct ProviderFile {
-    #[serde(default)]
-    api: ProviderApi,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct EffectsFile {
-    database: String,
-    query: String,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct RetentionFile {
-    #[serde(with = "humantime_serde")]
-    period: Duration,
-    /// What a key past `period` is: a new operation unless the file says
-    /// otherwise, the policy of most idempotency layers (a record that has
-    /// expired is simply gone).
-    #[serde(default)]
-    after: AfterRetention,
-    #[serde(default = "default_shorten")]
-    shorten: bool,
+    agent: Option<Spanned<agent::AgentFile>>,
 }
 
 fn default_ready_timeout() -> Duration {
     Duration::from_secs(10)
 }
 
-fn default_shorten() -> bool {
-    true
-}
-
 /// The variables chaos sets itself; a target file may not override them.
-const RESERVED_PREFIX: &str = "CHAOS_";
+pub(super) const RESERVED_PREFIX: &str = "CHAOS_";
 
 impl File {
     fn validate(self, path: &Path, text: &str) -> Result<TargetFile, TargetFileError> {
-        let errors = input::Errors { path, text };
+        let errors = Errors { path, text };
         let error_at = |span, message| errors.at(span, message);
         let error = |message| errors.whole(message);
 
@@ -387,63 +312,24 @@ impl File {
             None => 1,
         };
 
-        let env = match self.env {
-            Some(env) => {
-                let span = env.span();
-                let env = env.into_inner();
-                if let Some(reserved) = env.keys().find(|key| key.starts_with(RESERVED_PREFIX)) {
-                    return Err(error_at(
-                        span,
-                        format!(
-                            "env.{reserved}: chaos sets the CHAOS_* variables itself (see docs/target-protocol.md); remove it"
-                        ),
-                    ));
-                }
-                let mut values = BTreeMap::new();
-                for (name, value) in env {
-                    let span = value.span();
-                    let value = EnvValue::parse(value.get_ref()).map_err(|message| {
-                        error_at(span.clone(), format!("env.{name}: {message}"))
-                    })?;
-                    if let Some(fact) = value.needs_retention() {
-                        let Some(retention) = &self.retention else {
-                            return Err(error_at(
-                                span,
-                                format!("env.{name}: {{{}}} is the period in [retention], and this file has none; add [retention] or remove the placeholder", fact.name()),
-                            ));
-                        };
-                        if fact == Fact::RetentionSeconds && retention.period.subsec_nanos() != 0 {
-                            return Err(error_at(
-                                span,
-                                format!("env.{name}: {{retention.seconds}} needs a period of whole seconds, and [retention] period is {}; use {{retention.ms}}", humantime::format_duration(retention.period)),
-                            ));
-                        }
-                    }
-                    values.insert(name, value);
-                }
-                values
-            }
-            None => BTreeMap::new(),
+        let retention = self.retention.map(retention::RetentionFile::validate);
+        let env = env::validate(self.env, retention.as_ref(), &errors)?;
+        let status = status::validate(self.status, &errors)?;
+        let effects = effects::validate(self.effects, &errors)?;
+        let authority = authority::validate(self.authority, &errors)?;
+        let provider_api = provider::validate(self.provider, effects.is_some(), &errors)?;
+        let request = request::validate(self.request, &errors)?;
+        let response = response::validate(self.response, &status, &errors)?;
+        let way_in = match (request, response) {
+            (None, None) => WayIn::Protocol(Protocol::with_status(status.clone())),
+            (request, response) => WayIn::Mapped(Mapping {
+                request: request.unwrap_or_default(),
+                response: response.unwrap_or_else(|| {
+                    crate::way_in::mapped::ResponseMapping::with_status(status.clone())
+                }),
+            }),
         };
-
-        let mut status = BTreeMap::new();
-        if let Some(overrides) = self.status {
-            let span = overrides.span();
-            for (code, outcome) in overrides.into_inner() {
-                let parsed = code
-                    .parse::<u16>()
-                    .ok()
-                    .filter(|code| (100..=599).contains(code));
-                let Some(parsed) = parsed else {
-                    return Err(error_at(
-                        span,
-                        format!("status '{code}' is not an HTTP status; use a number from 100 to 599, e.g. 417 = \"conflict\""),
-                    ));
-                };
-                status.insert(parsed, outcome);
-            }
-        }
-
+        let agent = agent::validate(self.agent, &errors)?;
         let workdir = match self.workdir {
             Some(workdir) if workdir.is_absolute() => workdir,
             Some(workdir) => directory.join(workdir),
@@ -453,99 +339,6 @@ impl File {
             PathBuf::from(".")
         } else {
             workdir
-        };
-
-        let effects = match self.effects {
-            Some(effects) => {
-                let span = effects.span();
-                let effects = effects.into_inner();
-                if !effects.database.starts_with("postgres://")
-                    && !effects.database.starts_with("postgresql://")
-                {
-                    return Err(error_at(
-                        span,
-                        format!(
-                            "effects.database '{}' is not a PostgreSQL connection string; write postgresql://user@host:port/database",
-                            effects.database
-                        ),
-                    ));
-                }
-                let placeholders = (1..=9)
-                    .filter(|n| effects.query.contains(&format!("${n}")))
-                    .collect::<Vec<_>>();
-                if placeholders != [1] {
-                    return Err(error_at(
-                        span,
-                        "effects.query must use exactly one placeholder, $1, for the operation's subject, e.g. SELECT id::text FROM reminders WHERE invoice = $1".into(),
-                    ));
-                }
-                Some(EffectsQuery {
-                    database: effects.database,
-                    query: effects.query,
-                })
-            }
-            None => None,
-        };
-
-        let authority = match self.authority {
-            Some(authority) => {
-                let span = authority.span();
-                let authority = authority.into_inner();
-                let commands = crate::live::authority::AuthorityCommands::new(
-                    authority.grant.map(expand_profile),
-                    expand_profile(authority.revoke),
-                    authority.timeout,
-                )
-                .map_err(|why| error_at(span, why))?;
-                Some(commands)
-            }
-            None => None,
-        };
-        let provider_api = match self.provider {
-            Some(provider) => {
-                let span = provider.span();
-                let api = provider.into_inner().api;
-                if api == ProviderApi::Smtp && effects.is_some() {
-                    // A mail server counts messages; rows in the target's
-                    // database are another boundary, counted by [effects].
-                    return Err(error_at(
-                        span,
-                        "[provider] api = \"smtp\" counts the messages a mail server accepts, and [effects] counts rows in the target's database; keep one of the two".into(),
-                    ));
-                }
-                api
-            }
-            None => ProviderApi::Chaos,
-        };
-        let request = match self.request {
-            Some(request) => {
-                let span = request.span();
-                request
-                    .into_inner()
-                    .validate()
-                    .map_err(|message| error_at(span, message))?
-            }
-            None => RequestMapping::default(),
-        };
-        let response = match self.response {
-            Some(response) => {
-                let span = response.span();
-                response
-                    .into_inner()
-                    .validate(status.clone())
-                    .map_err(|message| error_at(span, message))?
-            }
-            None => ResponseMapping::with_status(status.clone()),
-        };
-        let agent = match self.agent {
-            Some(agent) => {
-                let span = agent.span();
-                agent
-                    .into_inner()
-                    .validate()
-                    .map_err(|message| error_at(span, message))?
-            }
-            None => AgentBudget::default(),
         };
 
         Ok(TargetFile {
@@ -560,468 +353,13 @@ impl File {
             parallel,
             env,
             status,
-            retention: self.retention.map(|retention| Retention {
-                period: retention.period,
-                after: retention.after,
-                shorten: retention.shorten,
-            }),
+            retention,
             effects,
             authority,
             provider_api,
-            request,
-            response,
+            way_in,
             agent,
         })
-    }
-}
-
-// ---- [request], [response], [agent] -----------------------------------------
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct RequestFile {
-    #[serde(default)]
-    method: Option<String>,
-    #[serde(default)]
-    path: Option<String>,
-    #[serde(default)]
-    operation_id: Option<PlaceFile>,
-    #[serde(default)]
-    token: Option<TokenFile>,
-    #[serde(default)]
-    body: Option<BodyFile>,
-    #[serde(default)]
-    fields: Option<BTreeMap<String, String>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct PlaceFile {
-    #[serde(default)]
-    header: Option<String>,
-    #[serde(default)]
-    body: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct TokenFile {
-    #[serde(default)]
-    header: Option<String>,
-    #[serde(default)]
-    value: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-enum BodyFile {
-    Json,
-    Form,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct ResponseFile {
-    #[serde(default)]
-    outcome: Option<String>,
-    #[serde(default)]
-    receipt: Option<String>,
-    #[serde(default)]
-    replayed_header: Option<String>,
-    #[serde(default)]
-    outcomes: Option<BTreeMap<String, Outcome>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct AgentFile {
-    #[serde(default, with = "humantime_serde")]
-    retry_for: Option<Duration>,
-    #[serde(default)]
-    backoff: Option<String>,
-    #[serde(default, with = "humantime_serde")]
-    timeout: Option<Duration>,
-}
-
-/// The methods a tool call may be sent with.
-const METHODS: [&str; 5] = ["POST", "PUT", "PATCH", "DELETE", "GET"];
-
-/// Whether `name` is an HTTP header name (RFC 9110 token characters).
-fn is_header_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|byte| byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte))
-}
-
-fn header_name(what: &str, name: &str) -> Result<String, String> {
-    if is_header_name(name) {
-        Ok(name.to_owned())
-    } else {
-        Err(format!(
-            "{what} '{name}' is not an HTTP header name; use letters, digits and '-', e.g. \"Idempotency-Key\""
-        ))
-    }
-}
-
-fn template(what: &str, text: &str) -> Result<Template, String> {
-    Template::parse(text).map_err(|why| format!("{what}: {why}"))
-}
-
-fn pointer(what: &str, text: &str) -> Result<String, String> {
-    if text.starts_with('/') {
-        Ok(text.to_owned())
-    } else {
-        Err(format!(
-            "{what} '{text}' is not a JSON pointer (RFC 6901); start it with '/', e.g. \"/status\" or \"/data/id\""
-        ))
-    }
-}
-
-impl RequestFile {
-    fn validate(self) -> Result<RequestMapping, String> {
-        let default = RequestMapping::default();
-        let method = match self.method {
-            Some(method) if METHODS.contains(&method.as_str()) => method,
-            Some(method) => {
-                return Err(format!(
-                    "request.method '{method}' is not one chaos sends. Choose from: {}",
-                    METHODS.join(", ")
-                ))
-            }
-            None => default.method,
-        };
-        let path = match self.path {
-            Some(path) if path.starts_with('/') => template("request.path", &path)?,
-            Some(path) => {
-                return Err(format!(
-                    "request.path '{path}' must start with '/', e.g. \"/v1/invoices/{{invoice}}/reminders\""
-                ))
-            }
-            None => default.path,
-        };
-        let operation_id = match self.operation_id {
-            Some(PlaceFile {
-                header: Some(header),
-                body: None,
-            }) => Place::Header(header_name("request.operation-id header", &header)?),
-            Some(PlaceFile {
-                header: None,
-                body: Some(field),
-            }) if !field.is_empty() => Place::Body(field),
-            Some(_) => {
-                return Err("request.operation-id names one place: { header = \"Idempotency-Key\" } or { body = \"idempotency_key\" } (a top-level field of the body)".into())
-            }
-            None => default.operation_id,
-        };
-        let token = match self.token {
-            Some(token) => TokenPlace {
-                header: match token.header {
-                    Some(header) => header_name("request.token header", &header)?,
-                    None => TokenPlace::default().header,
-                },
-                value: match token.value {
-                    Some(value) => template("request.token value", &value)?,
-                    None => TokenPlace::default().value,
-                },
-            },
-            None => default.token,
-        };
-        if !token.value.placeholders().any(|name| name == "token") {
-            return Err("request.token value must carry the caller's token: put {token} in it, e.g. value = \"Bearer {token}\"".into());
-        }
-        let body = match self.body {
-            Some(BodyFile::Json) | None => BodyFormat::Json,
-            Some(BodyFile::Form) => BodyFormat::Form,
-        };
-        let fields = match self.fields {
-            Some(fields) => {
-                let mut templates = BTreeMap::new();
-                for (name, text) in fields {
-                    if let Place::Body(field) = &operation_id {
-                        if *field == name {
-                            return Err(format!("request.fields.{name}: the operation id goes in this field (request.operation-id); leave it out of the template"));
-                        }
-                    }
-                    let value = template(&format!("request.fields.{name}"), &text)?;
-                    templates.insert(name, value);
-                }
-                Some(templates)
-            }
-            None => None,
-        };
-        Ok(RequestMapping {
-            method,
-            path,
-            operation_id,
-            token,
-            body,
-            fields,
-        })
-    }
-}
-
-impl ResponseFile {
-    fn validate(self, status: BTreeMap<u16, Outcome>) -> Result<ResponseMapping, String> {
-        let outcome = match self.outcome {
-            Some(outcome) => Some(pointer("response.outcome", &outcome)?),
-            None => None,
-        };
-        let outcomes = self.outcomes.unwrap_or_default();
-        if !outcomes.is_empty() && outcome.is_none() {
-            return Err("[response.outcomes] names values, but response.outcome does not say where they are; add e.g. outcome = \"/status\"".into());
-        }
-        let receipt = match self.receipt {
-            Some(receipt) => Some(pointer("response.receipt", &receipt)?),
-            None => None,
-        };
-        let replayed_header = match self.replayed_header {
-            Some(header) => header_name("response.replayed-header", &header)?,
-            None => ResponseMapping::default().replayed_header,
-        };
-        Ok(ResponseMapping {
-            status,
-            outcome,
-            outcomes,
-            receipt,
-            replayed_header,
-        })
-    }
-}
-
-/// `[agent]`: how long, and how patiently, the live agent retries a call
-/// whose answer is not final. Left out, the transport's defaults.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AgentBudget {
-    /// How long a worker keeps retrying past the call's `attempts`.
-    pub retry_for: Option<Duration>,
-    /// The pause between attempts, drawn from this range.
-    pub backoff: Option<(Duration, Duration)>,
-    /// How long the agent waits for one attempt's answer.
-    pub timeout: Option<Duration>,
-}
-
-/// Past these the target is hung, not slow: a trial must end in minutes.
-const LONGEST_RETRY_FOR: Duration = Duration::from_secs(600);
-const LONGEST_TIMEOUT: Duration = Duration::from_secs(60);
-
-impl AgentFile {
-    fn validate(self) -> Result<AgentBudget, String> {
-        let retry_for = match self.retry_for {
-            Some(retry_for) if retry_for.is_zero() || retry_for > LONGEST_RETRY_FOR => {
-                return Err(format!(
-                    "agent.retry-for = \"{}\" must be longer than 0s and at most 10m, e.g. retry-for = \"10s\"",
-                    humantime::format_duration(retry_for)
-                ))
-            }
-            other => other,
-        };
-        let timeout = match self.timeout {
-            Some(timeout) if timeout.is_zero() || timeout > LONGEST_TIMEOUT => {
-                return Err(format!(
-                    "agent.timeout = \"{}\" must be longer than 0s and at most 1m, e.g. timeout = \"5s\"",
-                    humantime::format_duration(timeout)
-                ))
-            }
-            other => other,
-        };
-        let backoff = match self.backoff {
-            Some(text) => Some(backoff_range(&text)?),
-            None => None,
-        };
-        Ok(AgentBudget {
-            retry_for,
-            backoff,
-            timeout,
-        })
-    }
-}
-
-/// `"20ms..60ms"` (drawn uniformly from the range) or `"50ms"` (always).
-fn backoff_range(text: &str) -> Result<(Duration, Duration), String> {
-    let wrong = |why: String| {
-        format!("agent.backoff = \"{text}\": {why}; write a range like \"20ms..60ms\", or one pause like \"50ms\"")
-    };
-    let (low, high) = text.split_once("..").unwrap_or((text, text));
-    let parse = |part: &str| {
-        humantime::parse_duration(part.trim())
-            .map_err(|error| wrong(format!("'{}' is not a duration ({error})", part.trim())))
-    };
-    let (low, high) = (parse(low)?, parse(high)?);
-    if low > high {
-        return Err(wrong("the shorter pause comes first".into()));
-    }
-    if high > LONGEST_TIMEOUT {
-        return Err(wrong("a pause longer than 1m is a hung agent".into()));
-    }
-    Ok((low, high))
-}
-
-// ---- [env] values and the run's facts -------------------------------------
-
-/// A run fact an `[env]` value may use, as `{name}`: what a library reads
-/// under its own name (a TTL in seconds, a data directory, a port), so its
-/// target file needs no shell wrapper (issue 13). Each is also a `CHAOS_*`
-/// variable, in the protocol's own unit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fact {
-    /// The target's retention for this run in whole seconds (the declared
-    /// period, or the shortened one of a live clock jump); needs `[retention]`.
-    RetentionSeconds,
-    /// The same in milliseconds (`CHAOS_RETENTION_MS`).
-    RetentionMs,
-    /// The trial's durable directory (`CHAOS_STATE_DIR`).
-    StateDir,
-    /// Where to listen: `127.0.0.1:PORT` (`CHAOS_LISTEN_ADDR`), and its parts.
-    ListenAddr,
-    ListenHost,
-    ListenPort,
-    /// `http://127.0.0.1:PORT` of the provider and of the authority
-    /// (`smtp://` for an SMTP provider).
-    ProviderUrl,
-    AuthorityUrl,
-    /// The provider's host and port apart: what an SMTP client is configured with.
-    ProviderHost,
-    ProviderPort,
-    /// How long one upstream call may take (`CHAOS_UPSTREAM_TIMEOUT_MS`), in
-    /// milliseconds and in seconds (a decimal, e.g. `0.5`).
-    UpstreamTimeoutMs,
-    UpstreamTimeoutSeconds,
-}
-
-impl Fact {
-    pub const ALL: [Fact; 12] = [
-        Fact::RetentionSeconds,
-        Fact::RetentionMs,
-        Fact::StateDir,
-        Fact::ListenAddr,
-        Fact::ListenHost,
-        Fact::ListenPort,
-        Fact::ProviderUrl,
-        Fact::AuthorityUrl,
-        Fact::ProviderHost,
-        Fact::ProviderPort,
-        Fact::UpstreamTimeoutMs,
-        Fact::UpstreamTimeoutSeconds,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Fact::RetentionSeconds => "retention.seconds",
-            Fact::RetentionMs => "retention.ms",
-            Fact::StateDir => "state_dir",
-            Fact::ListenAddr => "listen.addr",
-            Fact::ListenHost => "listen.host",
-            Fact::ListenPort => "listen.port",
-            Fact::ProviderUrl => "provider.url",
-            Fact::AuthorityUrl => "authority.url",
-            Fact::ProviderHost => "provider.host",
-            Fact::ProviderPort => "provider.port",
-            Fact::UpstreamTimeoutMs => "upstream_timeout.ms",
-            Fact::UpstreamTimeoutSeconds => "upstream_timeout.seconds",
-        }
-    }
-
-    fn value(self, facts: &RunFacts<'_>) -> String {
-        let (host, port) = facts
-            .listen_addr
-            .rsplit_once(':')
-            .unwrap_or((facts.listen_addr, ""));
-        let provider_addr = facts
-            .provider_url
-            .split_once("://")
-            .map_or(facts.provider_url, |(_, addr)| addr);
-        let (provider_host, provider_port) = provider_addr
-            .rsplit_once(':')
-            .unwrap_or((provider_addr, ""));
-        match self {
-            // Rounded up: the live periods are whole seconds, and a declared
-            // one must be (checked when the file is read).
-            Fact::RetentionSeconds => facts
-                .retention
-                .map(|period| period.as_millis().div_ceil(1000).to_string())
-                .unwrap_or_default(),
-            Fact::RetentionMs => facts
-                .retention
-                .map(|period| period.as_millis().to_string())
-                .unwrap_or_default(),
-            Fact::StateDir => facts.state_dir.display().to_string(),
-            Fact::ListenAddr => facts.listen_addr.to_owned(),
-            Fact::ListenHost => host.to_owned(),
-            Fact::ListenPort => port.to_owned(),
-            Fact::ProviderUrl => facts.provider_url.to_owned(),
-            Fact::AuthorityUrl => facts.authority_url.to_owned(),
-            Fact::ProviderHost => provider_host.to_owned(),
-            Fact::ProviderPort => provider_port.to_owned(),
-            Fact::UpstreamTimeoutMs => facts.upstream_timeout.as_millis().to_string(),
-            Fact::UpstreamTimeoutSeconds => {
-                format!("{}", facts.upstream_timeout.as_secs_f64())
-            }
-        }
-    }
-}
-
-/// The facts of one launch of the target, for its `[env]` values.
-#[derive(Debug, Clone)]
-pub(crate) struct RunFacts<'a> {
-    pub listen_addr: &'a str,
-    pub provider_url: &'a str,
-    pub authority_url: &'a str,
-    pub state_dir: &'a Path,
-    /// The target's retention in force, when the file declares one.
-    pub retention: Option<Duration>,
-    pub upstream_timeout: Duration,
-}
-
-/// An `[env]` value: text with `{fact}` placeholders (`{{` and `}}` for a
-/// literal brace), checked when the file is read and filled in at launch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EnvValue(Vec<Piece<Fact>>);
-
-impl EnvValue {
-    /// Reads `text`; the error names the bad placeholder and the choices.
-    fn parse(text: &str) -> Result<EnvValue, String> {
-        let pieces = braces::parse(text, |name| {
-            Fact::ALL
-                .into_iter()
-                .find(|fact| fact.name() == name)
-                .ok_or_else(|| {
-                    format!(
-                        "unknown placeholder '{{{name}}}'. Choose from: {}",
-                        Fact::ALL
-                            .iter()
-                            .map(|fact| format!("{{{}}}", fact.name()))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                })
-        })?;
-        Ok(EnvValue(pieces))
-    }
-
-    /// A value with no placeholders, as written.
-    #[cfg(test)]
-    pub(crate) fn literal(text: &str) -> EnvValue {
-        EnvValue(vec![Piece::Text(text.to_owned())])
-    }
-
-    /// The first retention fact used, if any: those need `[retention]`.
-    fn needs_retention(&self) -> Option<Fact> {
-        self.0.iter().find_map(|piece| match piece {
-            Piece::Placeholder(fact @ (Fact::RetentionSeconds | Fact::RetentionMs)) => Some(*fact),
-            _ => None,
-        })
-    }
-
-    /// The value for one launch.
-    pub(crate) fn expand(&self, facts: &RunFacts<'_>) -> String {
-        self.0
-            .iter()
-            .map(|piece| match piece {
-                Piece::Text(text) => text.clone(),
-                Piece::Placeholder(fact) => fact.value(facts),
-            })
-            .collect()
     }
 }
 
@@ -1041,7 +379,7 @@ pub(crate) const PROFILE: (&str, &str) = if cfg!(debug_assertions) {
 };
 
 /// `args` with `{profile}` and `{cargo-profile}` replaced by [`PROFILE`].
-fn expand_profile(args: Vec<String>) -> Vec<String> {
+pub(super) fn expand_profile(args: Vec<String>) -> Vec<String> {
     args.into_iter()
         .map(|arg| {
             arg.replace("{profile}", PROFILE.0)
@@ -1053,6 +391,7 @@ fn expand_profile(args: Vec<String>) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::way_in::mapped::{BodyFormat, Place};
 
     // guards: target files ran target/debug/* behind a debug build whatever
     // profile chaos was built with (issue 15)
@@ -1266,10 +605,12 @@ command = ["python3", "server.py"]
             "name = \"a\"\n{MINIMAL}[status]\n417 = \"conflict\"\n"
         ))
         .unwrap();
-        assert_eq!(file.request, RequestMapping::default());
         assert_eq!(
-            file.response,
-            ResponseMapping::with_status(BTreeMap::from([(417, Outcome::Conflict)]))
+            file.way_in,
+            WayIn::Protocol(Protocol::with_status(BTreeMap::from([(
+                417,
+                Outcome::Conflict
+            )])))
         );
         assert_eq!(file.agent, AgentBudget::default());
     }
@@ -1280,6 +621,12 @@ command = ["python3", "server.py"]
             "name = \"a\"\n{MINIMAL}[request]\nmethod = \"PUT\"\npath = \"/v1/invoices/{{invoice}}/reminders\"\noperation-id = {{ body = \"idempotency_key\" }}\ntoken = {{ header = \"X-Api-Key\", value = \"{{token}}\" }}\nbody = \"form\"\n[request.fields]\nto = \"{{recipient}}\"\n[response]\noutcome = \"/status\"\nreceipt = \"/data/id\"\nreplayed-header = \"X-Replayed\"\n[response.outcomes]\nsent = \"applied\"\n"
         ))
         .unwrap();
+        let WayIn::Mapped(file) = file.way_in else {
+            panic!(
+                "[request] and [response] are the mapped way in: {:?}",
+                file.way_in
+            );
+        };
         assert_eq!(file.request.method, "PUT");
         assert_eq!(
             file.request.operation_id,

@@ -3,7 +3,7 @@
 //! through an SMTP client rather than POSTing effects.
 //!
 //! An effect is a message accepted after `DATA`. Each message goes through
-//! the same [`Provider`] dispatch as an HTTP `POST /effects/{tool}`, so the
+//! the same provider dispatch as an HTTP `POST /effects/{tool}`, so the
 //! ledger, the faults, the nemesis and the checks stay one code path; only
 //! the answer is said in SMTP:
 //!
@@ -17,7 +17,7 @@
 //!
 //! SMTP has no idempotency key and nobody can ask a mail server what it
 //! accepted: the profile is blind by nature, and a scenario whose provider
-//! is keyed or can be looked up is refused ([`refuse_unless_blind`]). The
+//! is keyed or can be looked up is not admitted (`admit`). The
 //! `Message-ID` is recorded as the dispatch's key, for the report; the
 //! server does not deduplicate on it.
 //!
@@ -44,9 +44,12 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::error::{Error, Result};
-use crate::plan::Trial;
-use crate::roles::provider::Provider;
+use super::{Answer, Answering, Api, Desk, FileFacts, Sent};
+use crate::scenario::Scenario;
+
+pub(super) const NAME: &str = "smtp";
+
+pub(super) struct Smtp;
 
 /// A command line longer than this is refused (RFC 5321 allows 512 octets).
 const MAX_LINE: usize = 4096;
@@ -54,29 +57,79 @@ const MAX_LINE: usize = 4096;
 const MAX_MESSAGE: usize = 10 * 1024 * 1024;
 const MAX_RECIPIENTS: usize = 100;
 
-/// Refuses a scenario an SMTP provider cannot play: SMTP neither
-/// deduplicates nor answers lookups, so only a `blind` provider with no
-/// lookup is honest.
-pub(crate) fn refuse_unless_blind(trial: &Trial<'_>, target: &str) -> Result<()> {
-    let provider = &trial.scenario.provider;
-    let why = if provider.profile != ProviderProfile::Blind {
-        format!(
-            "target '{target}' sends mail over SMTP ([provider] api = \"smtp\"), and the scenario's provider is '{}'; a mail server deduplicates nothing, so only scenarios with [provider] profile = \"blind\" can be run against it (e.g. scenarios/smtp/*.toml, scenarios/*-blind*.toml)",
-            provider.profile.as_str()
-        )
-    } else if provider.lookup != LookupCapability::None {
-        format!(
-            "target '{target}' sends mail over SMTP ([provider] api = \"smtp\"), and the scenario's provider can be looked up (lookup = \"{}\"); nobody can ask a mail server what it accepted: use lookup = \"none\"",
-            provider.lookup.as_str()
-        )
-    } else {
-        return Ok(());
-    };
-    Err(Error::NotLive {
-        scenario: trial.scenario.name.clone(),
-        why,
+impl Api for Smtp {
+    fn doc(&self) -> &'static str {
+        "a mail server on 127.0.0.1: an effect is a message accepted after DATA (blind scenarios only)"
     }
-    .into())
+
+    fn scheme(&self) -> &'static str {
+        "smtp"
+    }
+
+    fn validate(&self, file: &FileFacts) -> Result<(), String> {
+        if file.effects_in_database {
+            // A mail server counts messages; rows in the target's database
+            // are another boundary, counted by [effects].
+            return Err("[provider] api = \"smtp\" counts the messages a mail server accepts, and [effects] counts rows in the target's database; keep one of the two".into());
+        }
+        Ok(())
+    }
+
+    /// SMTP neither deduplicates nor answers lookups, so only a `blind`
+    /// provider with no lookup is honest.
+    fn admit(&self, scenario: &Scenario, target: &str) -> Result<(), String> {
+        let provider = &scenario.provider;
+        if provider.profile != ProviderProfile::Blind {
+            Err(format!(
+                "target '{target}' sends mail over SMTP ([provider] api = \"smtp\"), and the scenario's provider is '{}'; a mail server deduplicates nothing, so only scenarios with [provider] profile = \"blind\" can be run against it (e.g. scenarios/smtp/*.toml, scenarios/*-blind*.toml)",
+                provider.profile.as_str()
+            ))
+        } else if provider.lookup != LookupCapability::None {
+            Err(format!(
+                "target '{target}' sends mail over SMTP ([provider] api = \"smtp\"), and the scenario's provider can be looked up (lookup = \"{}\"); nobody can ask a mail server what it accepted: use lookup = \"none\"",
+                provider.lookup.as_str()
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A message is handed to the core as chaos's own `POST /effects/{tool}`.
+    fn route(&self, desk: Arc<dyn Desk>, request: Request) -> Option<Answering<'static>> {
+        super::chaos::effects_post(desk, request)
+    }
+
+    /// The mail server reads chaos's answer and says it in SMTP.
+    fn answer(&self, desk: &dyn Desk, answer: Answer, key: Option<&str>) -> Response {
+        super::chaos::Chaos.answer(desk, answer, key)
+    }
+
+    /// Serves SMTP on `listener` (the slot's provider port, the same for a
+    /// process kept from an earlier trial) until `stopped` ends.
+    fn serve(
+        &self,
+        listener: tokio::net::TcpListener,
+        desk: Arc<dyn Desk>,
+        sent: Sent,
+        mut stopped: watch::Receiver<()>,
+    ) {
+        let attribution = Arc::new(Attribution::of(sent));
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        let Ok((stream, _)) = accepted else { continue };
+                        tokio::spawn(session(stream, desk.clone(), attribution.clone()));
+                    }
+                    changed = stopped.changed() => {
+                        if changed.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    }
 }
 
 /// What the server needs of the trial to attribute a message: the tool it
@@ -93,40 +146,22 @@ pub(crate) struct Attribution {
 }
 
 impl Attribution {
-    pub(crate) fn of(trial: &Trial<'_>) -> Attribution {
-        let workload = &trial.scenario.workload;
-        let mut subjects: Vec<String> = trial
-            .operations
-            .iter()
-            .map(|operation| operation.subject.clone())
-            .collect();
+    pub(crate) fn of(sent: Sent) -> Attribution {
+        let mut subjects = sent.subjects;
         subjects.sort_by_key(|subject| std::cmp::Reverse(subject.len()));
         subjects.dedup();
-        let sent = trial
-            .operations
-            .iter()
-            .flat_map(|operation| {
-                std::iter::once(&operation.approved)
-                    .chain(operation.drifted.as_ref())
-                    .map(move |payload| (operation, payload))
-            })
-            .chain(
-                trial
-                    .calls
-                    .iter()
-                    .map(|call| (&trial.operations[call.operation], &call.payload)),
-            );
         let payloads = sent
-            .filter_map(|(operation, payload)| {
-                let arguments =
-                    serde_json::from_slice::<Map<String, Value>>(&payload.bytes).ok()?;
-                Some((operation.subject.clone(), arguments))
+            .payloads
+            .into_iter()
+            .filter_map(|(subject, bytes)| {
+                let arguments = serde_json::from_slice::<Map<String, Value>>(&bytes).ok()?;
+                Some((subject, arguments))
             })
             .collect();
         Attribution {
-            tool: workload.tool.clone(),
-            subject_field: workload.subject_field.clone(),
-            free_text_field: workload.free_text_field.clone(),
+            tool: sent.tool,
+            subject_field: sent.subject_field,
+            free_text_field: sent.free_text_field,
             subjects,
             payloads,
         }
@@ -302,36 +337,6 @@ fn decode_quoted_printable(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Serves SMTP on `listener` (the slot's provider port) until `stopped`
-/// ends; returns `host:port`. Like the HTTP provider, it runs on the
-/// trial's runtime, so its connections end with the trial.
-pub(crate) fn serve_for_trial(
-    listener: &std::net::TcpListener,
-    provider: Arc<Provider>,
-    attribution: Attribution,
-    mut stopped: watch::Receiver<()>,
-) -> Result<String> {
-    let listener = super::net::for_this_trial(listener).map_err(Error::Listen)?;
-    let addr = listener.local_addr().map_err(Error::Listen)?;
-    let attribution = Arc::new(attribution);
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                accepted = listener.accept() => {
-                    let Ok((stream, _)) = accepted else { continue };
-                    tokio::spawn(session(stream, provider.clone(), attribution.clone()));
-                }
-                changed = stopped.changed() => {
-                    if changed.is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-    });
-    Ok(addr.to_string())
-}
-
 /// Where a session is in its mail transaction.
 #[derive(Default)]
 struct Transaction {
@@ -377,7 +382,7 @@ async fn read_line(reader: &mut BufReader<tokio::net::tcp::OwnedReadHalf>) -> Li
 }
 
 /// One client connection, from the greeting to `QUIT` or a dropped reply.
-async fn session(stream: TcpStream, provider: Arc<Provider>, attribution: Arc<Attribution>) {
+async fn session(stream: TcpStream, provider: Arc<dyn Desk>, attribution: Arc<Attribution>) {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     let mut transaction = Transaction::default();
@@ -543,7 +548,7 @@ async fn read_data(reader: &mut BufReader<tokio::net::tcp::OwnedReadHalf>) -> Op
 /// SMTP; `None` when the provider's answer is lost: the connection closes
 /// with no reply.
 async fn deliver(
-    provider: &Arc<Provider>,
+    provider: &Arc<dyn Desk>,
     attribution: &Attribution,
     message: &Message,
 ) -> Option<String> {

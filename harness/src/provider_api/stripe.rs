@@ -26,12 +26,92 @@
 //! dispatch: it never started), and a new request once the key is pruned.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use chaos_kit::http::{Abort, Request, Response};
-use chaos_kit::protocol::{IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED};
+use chaos_kit::protocol::{
+    LookupCapability, ProviderProfile, IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED,
+};
 use serde_json::{json, Map, Value};
 
-use crate::roles::provider::{declined_answer, error_answer, Answer, Incoming, Provider};
+use super::{declined_answer, error_answer, Answer, Answering, Api, Desk, Incoming};
+use crate::fault::Fault;
+use crate::scenario::Scenario;
+
+pub(super) const NAME: &str = "stripe";
+
+pub(super) struct Stripe;
+
+/// Stripe's idempotency contract is fixed: keys kept 24 hours, every answer
+/// saved (a 500 too), objects fetched by id. A scenario that declares
+/// another provider would be judged against a contract the target never
+/// met, so it is not run against a Stripe-shaped provider.
+const STRIPE_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+impl Api for Stripe {
+    fn doc(&self) -> &'static str {
+        "the subset of Stripe's v1 API a payments service uses for one-off charges, with Stripe's idempotency contract"
+    }
+
+    fn admit(&self, scenario: &Scenario, target: &str) -> Result<(), String> {
+        let provider = &scenario.provider;
+        let contradiction = if provider.profile != ProviderProfile::Keyed {
+            format!(
+                "it declares a '{}' provider, and Stripe deduplicates by Idempotency-Key (keyed)",
+                provider.profile.as_str()
+            )
+        } else if provider.retention != Some(STRIPE_RETENTION) {
+            format!(
+                "it declares the provider keeps keys {}, and Stripe keeps them 24h",
+                provider
+                    .retention
+                    .map_or("forever".to_owned(), |kept| humantime::format_duration(
+                        kept
+                    )
+                    .to_string())
+            )
+        } else if matches!(provider.lookup, LookupCapability::Lagging(_)) {
+            "it declares a lagging lookup, and Stripe's GET of an object by id is exact".into()
+        } else if !provider.saves_errors
+            && scenario
+                .faults
+                .iter()
+                .any(|fault| matches!(fault, Fault::ProviderError(_)))
+        {
+            "its provider errors are not saved under the key (no saves-errors = true), and Stripe saves a 500 and replays it".into()
+        } else {
+            return Ok(());
+        };
+        Err(format!(
+            "target '{target}' talks to a Stripe-shaped provider ([provider] api = \"stripe\"), and {contradiction}; run scenarios whose [provider] is profile = \"keyed\", retention = \"24h\" (and saves-errors = true with a provider-error fault)"
+        ))
+    }
+
+    /// Stripe's contract saves every answer, errors included.
+    fn saves_errors(&self) -> bool {
+        true
+    }
+
+    fn binds_keys_to_endpoints(&self) -> bool {
+        true
+    }
+
+    fn in_flight_answer(&self) -> Option<Response> {
+        Some(in_flight_answer())
+    }
+
+    fn route(&self, desk: Arc<dyn Desk>, request: Request) -> Option<Answering<'static>> {
+        if request.path.starts_with("/v1/") {
+            Some(Box::pin(handle(desk, request)))
+        } else {
+            super::chaos::effects_post(desk, request)
+        }
+    }
+
+    fn answer(&self, desk: &dyn Desk, answer: Answer, key: Option<&str>) -> Response {
+        self::answer(desk, answer, key)
+    }
+}
 
 /// The kinds of object the profile creates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +152,11 @@ impl Resource {
         format!("{prefix}_chaos{effect:06}")
     }
 
+    /// The object a create of this kind made (see [`object`]).
+    pub(crate) fn object(self, id: &str, params: &Value, now_ms: u64) -> Value {
+        object(self, id, params, now_ms)
+    }
+
     fn from_collection(collection: &str) -> Option<Resource> {
         Resource::ALL
             .into_iter()
@@ -92,7 +177,7 @@ impl Resource {
 }
 
 /// Serves a `/v1/...` request.
-pub(crate) async fn handle(provider: &Arc<Provider>, request: Request) -> Result<Response, Abort> {
+async fn handle(provider: Arc<dyn Desk>, request: Request) -> Result<Response, Abort> {
     let rest = request.path.trim_start_matches("/v1/");
     let (collection, id) = match rest.split_once('/') {
         Some((collection, id)) => (collection, Some(id)),
@@ -113,7 +198,7 @@ pub(crate) async fn handle(provider: &Arc<Provider>, request: Request) -> Result
         ));
     }
     match (request.method.as_str(), id) {
-        ("GET", Some("search")) => Ok(search(provider, resource, &request)),
+        ("GET", Some("search")) => Ok(search(provider.as_ref(), resource, &request)),
         ("GET", Some(id)) => Ok(match provider.object(id) {
             Some(object) if object["object"] == resource.object_name() => {
                 Response::json(200, &object)
@@ -126,7 +211,7 @@ pub(crate) async fn handle(provider: &Arc<Provider>, request: Request) -> Result
             ),
         }),
         ("POST", None) => {
-            let incoming = incoming(provider, resource, request);
+            let incoming = incoming(provider.as_ref(), resource, request);
             provider.dispatch(incoming).await
         }
         _ => Ok(unrecognized(&request)),
@@ -134,7 +219,7 @@ pub(crate) async fn handle(provider: &Arc<Provider>, request: Request) -> Result
 }
 
 /// `GET /v1/{resource}/search?query=...`: metadata clauses only.
-fn search(provider: &Provider, resource: Resource, request: &Request) -> Response {
+fn search(provider: &dyn Desk, resource: Resource, request: &Request) -> Response {
     let query = request
         .query_param("query")
         .map(decode)
@@ -180,8 +265,7 @@ fn metadata_clauses(query: &str) -> Option<Vec<(String, String)>> {
 }
 
 /// A create request as the generic provider's dispatch.
-fn incoming(provider: &Provider, resource: Resource, request: Request) -> Incoming {
-    let config = provider.config();
+fn incoming(provider: &dyn Desk, resource: Resource, request: Request) -> Incoming {
     let payload = parse_form(&request.body).and_then(|params| {
         let map = params.as_object().cloned().unwrap_or_default();
         match resource.missing_parameter(&map) {
@@ -190,12 +274,12 @@ fn incoming(provider: &Provider, resource: Resource, request: Request) -> Incomi
         }
     });
     let subject = payload.as_ref().ok().and_then(|params| {
-        subject_of(params, &config.subject_field).or_else(|| {
+        subject_of(params, provider.subject_field()).or_else(|| {
             // A refund says what it refunds; that object says whose it is.
             ["payment_intent", "charge"]
                 .into_iter()
                 .filter_map(|name| params.get(name)?.as_str())
-                .find_map(|id| subject_of(&provider.object(id)?, &config.subject_field))
+                .find_map(|id| subject_of(&provider.object(id)?, provider.subject_field()))
         })
     });
     let payload = payload.and_then(|params| match resource {
@@ -231,7 +315,7 @@ fn subject_of(object: &Value, field: &str) -> Option<String> {
 
 /// The object a create made, as Stripe returns it: the parameters it was
 /// given, typed where Stripe types them, and its state.
-pub(crate) fn object(resource: Resource, id: &str, params: &Value, now_ms: u64) -> Value {
+fn object(resource: Resource, id: &str, params: &Value, now_ms: u64) -> Value {
     let mut object = params.as_object().cloned().unwrap_or_default();
     for name in ["amount", "application_fee_amount"] {
         if let Some(number) = object
@@ -264,7 +348,7 @@ pub(crate) fn object(resource: Resource, id: &str, params: &Value, now_ms: u64) 
 }
 
 /// The generic provider's answer, in Stripe's shape.
-pub(crate) fn answer(provider: &Provider, answer: Answer, key: Option<&str>) -> Response {
+fn answer(provider: &dyn Desk, answer: Answer, key: Option<&str>) -> Response {
     let replayed = |response: Response, replayed: bool| match replayed {
         true => response.header(IDEMPOTENT_REPLAYED, "true"),
         false => response,
@@ -295,7 +379,7 @@ pub(crate) fn answer(provider: &Provider, answer: Answer, key: Option<&str>) -> 
 }
 
 /// Stripe's answer to a request whose key another request is executing.
-pub(crate) fn in_flight_answer() -> Response {
+fn in_flight_answer() -> Response {
     error(
         409,
         "invalid_request_error",
@@ -436,10 +520,11 @@ mod tests {
     use super::*;
     use crate::history::{Disposition, Ledger};
     use crate::plan::{Timing, Trial};
+    use crate::provider_api::ProviderApi;
     use crate::roles::clock::{HarnessClock, RealTimeline};
-    use crate::roles::Cast;
+    use crate::roles::provider::Provider;
+    use crate::roles::{Cast, LiveTimes, Setting};
     use crate::scenario::Scenario;
-    use crate::target_file::ProviderApi;
 
     pub(super) const KEYED: &str = r#"
 test = "lost-response"
@@ -475,12 +560,16 @@ attempts = 2
         let trial = Trial::new(&scenario, 1, Timing::live());
         Cast::new(
             &trial,
-            Arc::new(RealTimeline::start()),
-            Arc::new(HarnessClock::system()),
-            Some(retention),
-            BTreeMap::new(),
-            None,
-            ProviderApi::Stripe,
+            Setting {
+                timeline: Arc::new(RealTimeline::start()),
+                clock: Arc::new(HarnessClock::system()),
+                api: ProviderApi::Stripe,
+                live: Some(LiveTimes {
+                    provider_retention: Some(retention),
+                    clock_waits: BTreeMap::new(),
+                    approval_expiries: &[],
+                }),
+            },
         )
         .provider
     }

@@ -1,9 +1,10 @@
-//! The request mapping: how the agent's tool call is put to a service that
+//! The mapped way in: how the agent's tool call is put to a service that
 //! has an API shape of its own (a path with the invoice in it, the operation
 //! id under another header or in the body, a form body), and how that
 //! service's answer is read back into a chaos outcome. A target file's
-//! `[request]` and `[response]` tables describe it; without them this is
-//! today's protocol (docs/target-protocol.md §3), byte for byte.
+//! `[request]` and `[response]` tables describe it (docs/target-protocol.md
+//! §1.2); their defaults are chaos's protocol ([`super::protocol`]), byte
+//! for byte, so the protocol is this mapping with nothing said.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -13,9 +14,9 @@ use chaos_kit::http::{Request, Response};
 use chaos_kit::protocol::{AnswerBody, Outcome, IDEMPOTENT_REPLAYED};
 use serde_json::Value;
 
+use super::{CallArguments, CallValues, Way};
 use crate::braces::{self, Piece};
 use crate::history::Answer;
-use crate::plan::Trial;
 
 /// The placeholders every template may use besides the call's arguments.
 pub(crate) const BUILT_IN: [&str; 3] = ["tool", "operation-id", "token"];
@@ -84,15 +85,6 @@ impl Default for TokenPlace {
     }
 }
 
-/// What one tool call fills the templates with.
-pub(crate) struct CallValues<'a> {
-    pub tool: &'a str,
-    pub operation_id: &'a str,
-    pub token: &'a str,
-    /// The call's arguments: the JSON object the model wrote.
-    pub arguments: &'a Bytes,
-}
-
 impl CallValues<'_> {
     fn lookup(&self, arguments: &serde_json::Map<String, Value>, name: &str) -> Option<Value> {
         match name {
@@ -101,6 +93,26 @@ impl CallValues<'_> {
             "token" => Some(Value::String(self.token.to_owned())),
             _ => arguments.get(name).cloned(),
         }
+    }
+}
+
+impl Mapping {
+    pub(super) const NAME: &'static str = "mapped";
+    pub(super) const DOC: &'static str =
+        "a service's own HTTP API shape: [request] and [response] in its target file";
+}
+
+impl Way for Mapping {
+    fn admit(&self, calls: &[CallArguments], target: &str) -> Result<(), String> {
+        check_arguments(&self.request, target, calls)
+    }
+
+    fn request(&self, values: &CallValues<'_>, headers: &BTreeMap<String, String>) -> Request {
+        self.request.build(values, headers)
+    }
+
+    fn read(&self, response: &Response) -> Answer {
+        self.response.interpret(response)
     }
 }
 
@@ -198,36 +210,28 @@ impl RequestMapping {
 /// Refuses a trial whose calls lack an argument a placeholder of `mapping`
 /// names: the error names the placeholder, the call and the arguments it
 /// has. Only the scenario knows the arguments, so this is checked per
-/// scenario when its trial starts, not when the target file is read.
+/// cell before its trials run, not when the target file is read.
 pub(crate) fn check_arguments(
     mapping: &RequestMapping,
     target: &str,
-    trial: &Trial<'_>,
+    calls: &[CallArguments],
 ) -> Result<(), String> {
-    for call in &trial.calls {
-        let operation = &trial.operations[call.operation];
-        let payloads = std::iter::once(&call.payload).chain(operation.drifted.as_ref());
-        for payload in payloads {
-            let arguments: Vec<String> = match serde_json::from_slice::<Value>(&payload.bytes) {
-                Ok(Value::Object(map)) => map.keys().cloned().collect(),
-                _ => Vec::new(),
+    for call in calls {
+        if let Some(name) = mapping.missing_placeholders(&call.arguments).first() {
+            let list = |names: &mut dyn Iterator<Item = &str>| {
+                names
+                    .map(|name| format!("{{{name}}}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             };
-            if let Some(name) = mapping.missing_placeholders(&arguments).first() {
-                let list = |names: &mut dyn Iterator<Item = &str>| {
-                    names
-                        .map(|name| format!("{{{name}}}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                };
-                return Err(format!(
-                    "target '{target}' [request] uses {{{name}}}, and call {} (operation '{}', tool '{}') has no argument '{name}': its arguments are {}, and every call has {}. Fix the placeholder in the target file, or run a scenario whose calls have it",
-                    call.number,
-                    operation.name,
-                    call.tool,
-                    list(&mut arguments.iter().map(String::as_str)),
-                    list(&mut BUILT_IN.into_iter()),
-                ));
-            }
+            return Err(format!(
+                "target '{target}' [request] uses {{{name}}}, and call {} (operation '{}', tool '{}') has no argument '{name}': its arguments are {}, and every call has {}. Fix the placeholder in the target file, or run a scenario whose calls have it",
+                call.call,
+                call.operation,
+                call.tool,
+                list(&mut call.arguments.iter().map(String::as_str)),
+                list(&mut BUILT_IN.into_iter()),
+            ));
         }
     }
     Ok(())

@@ -1,0 +1,327 @@
+//! One live trial, along the simulator's seams: the harness's servers for
+//! this trial, the target started or reused, the caller, the watch loop, and
+//! what was collected. Admission was decided for the whole cell before
+//! ([`super::admit`]); a trial here only fails to run for reasons of its own
+//! (the target never got ready, died, hung).
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chaos_kit::http::{self, CallFailure};
+use tokio::sync::watch;
+
+use crate::callers::CallerDriver;
+use crate::fault::Fault;
+use crate::history::{AttemptEnd, RunOutput};
+use crate::plan::Trial;
+use crate::roles::clock::{HarnessClock, RealTimeline, Timeline};
+use crate::roles::{Cast, LiveTimes, Setting};
+use crate::target_file::TargetFile;
+
+use super::authority;
+use super::effects::Effects;
+use super::error::{Error, Result};
+use super::launch::{Launch, TargetProcess};
+use super::net::{self, GatedNetwork};
+use super::schedule::{self, LiveTime};
+use super::slot::{reusable, Running, Slot};
+use super::start::{exposure, healthy, launch, start, Addrs};
+use super::watch::{run_limit, Watch, Watched};
+use super::Starts;
+
+/// A trial that ran: its output, and the target's retention in force.
+pub(super) type Ran = (RunOutput, Option<Duration>);
+
+/// Runs one trial against `target`, on a runtime of its own: when the trial
+/// ends, everything it started (held answers, connections) ends with it.
+/// The target process may be `slot`'s, and may stay there for the next
+/// trial. `Ok(None)` when cancelled.
+pub(super) fn run_trial(
+    trial: &Trial<'_>,
+    target: &TargetFile,
+    cancel: &AtomicBool,
+    slot: &mut Slot,
+    starts: &Starts,
+) -> Result<Option<Ran>> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)?;
+    let run = runtime.block_on(drive(trial, target, cancel, slot, starts));
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    run
+}
+
+async fn drive(
+    trial: &Trial<'_>,
+    target: &TargetFile,
+    cancel: &AtomicBool,
+    slot: &mut Slot,
+    starts: &Starts,
+) -> Result<Option<Ran>> {
+    let scenario = trial.scenario;
+    // Admitted for the cell, so this only fails if the file changed under us.
+    let time = schedule::live_time(scenario, target.retention).map_err(|why| Error::NotLive {
+        scenario: scenario.name.clone(),
+        why,
+    })?;
+    let timeline: Arc<dyn Timeline> = Arc::new(RealTimeline::start());
+    // The same instant on the wall clock, to place rows the database stamped.
+    let wall_start = std::time::SystemTime::now();
+    let cast = Cast::new(
+        trial,
+        Setting {
+            timeline: timeline.clone(),
+            clock: Arc::new(HarnessClock::system()),
+            api: target.provider_api,
+            live: Some(LiveTimes {
+                provider_retention: time.provider_retention,
+                clock_waits: time.clock_waits.clone(),
+                approval_expiries: &time.approval_expiries,
+            }),
+        },
+    );
+
+    // The harness's servers, on the slot's ports (a kept process was told
+    // them), for this trial only: until `stop` is dropped.
+    let (stop, stopped) = watch::channel(());
+    let addrs = serve_harness(trial, target, &cast, slot, stopped)?;
+    let Some((launch, mut process, process_dir)) =
+        start_or_reuse(trial, target, &time, &addrs, slot, cancel, starts).await?
+    else {
+        return Ok(None);
+    };
+    adapt_authority(target, &cast, &launch)?;
+
+    let (gate, gate_open) = watch::channel(true);
+    let env = cast.agent_env(
+        http::Client::new(Arc::new(GatedNetwork { up: gate_open })),
+        addrs.target.clone(),
+        target.way_in.clone(),
+    );
+    let mut caller = tokio::spawn(CallerDriver::default().call(trial, env));
+    let mut rows = match watch_rows(trial, target).await {
+        Ok(rows) => rows,
+        Err(error) => {
+            caller.abort();
+            process.kill();
+            return Err(error);
+        }
+    };
+    let watch = Watch {
+        target,
+        launch: &launch,
+        target_addr: &addrs.target,
+        nemesis: &cast.nemesis,
+        timeline: &timeline,
+        gate: &gate,
+        starts,
+        cancel,
+    };
+    let limit = run_limit(trial, target, &time);
+    let watched = watch.run(&mut caller, &mut process, &mut rows, limit).await;
+    caller.abort();
+    let Watched::Over(error) = watched else {
+        return Ok(None);
+    };
+    let error = settle(trial, target, &cast, &mut process, error)?;
+    drop(stop);
+    if error.is_none() && reusable(trial, target) && process.exited().is_none() {
+        slot.running = Some(Running {
+            process,
+            launch,
+            dir: process_dir,
+        });
+    } else {
+        process.kill();
+    }
+    let mut output = cast.finish(timeline.now(), error.map(|error| error.to_string()));
+    collect_rows(trial, target, rows, &mut output, wall_start).await;
+    Ok(Some((output, time.target_retention)))
+}
+
+/// Serves the provider (in its API's shape) and the authority on the slot's
+/// ports for this trial; returns where each listens, and the target's port.
+fn serve_harness(
+    trial: &Trial<'_>,
+    target: &TargetFile,
+    cast: &Cast,
+    slot: &Slot,
+    stopped: watch::Receiver<()>,
+) -> Result<Addrs> {
+    let provider = net::for_this_trial(&slot.provider).map_err(Error::Listen)?;
+    let provider_addr = provider.local_addr().map_err(Error::Listen)?;
+    target.provider_api.serve(
+        provider,
+        cast.provider.clone(),
+        trial.sent(),
+        stopped.clone(),
+    );
+    let authority = net::for_this_trial(&slot.authority).map_err(Error::Listen)?;
+    let authority_addr = authority.local_addr().map_err(Error::Listen)?;
+    let handler = {
+        let authority = cast.authority.clone();
+        http::handler(move |request| authority.clone().handle(request))
+    };
+    let mut stopped = stopped;
+    tokio::spawn(http::serve(
+        authority,
+        async move {
+            // Completes when the sender is dropped: the trial is over.
+            while stopped.changed().await.is_ok() {}
+        },
+        handler,
+    ));
+    Ok(Addrs {
+        target: slot.target_addr.clone(),
+        provider: provider_addr.to_string(),
+        authority: authority_addr.to_string(),
+    })
+}
+
+/// A process kept from an earlier trial serves this one if it was started
+/// with the same environment, is still up, and nothing in this scenario
+/// kills it; otherwise this trial starts its own. `None` when cancelled.
+async fn start_or_reuse(
+    trial: &Trial<'_>,
+    target: &TargetFile,
+    time: &LiveTime,
+    addrs: &Addrs,
+    slot: &mut Slot,
+    cancel: &AtomicBool,
+    starts: &Starts,
+) -> Result<Option<(Launch, TargetProcess, std::path::PathBuf)>> {
+    if let Some(mut running) = slot.running.take().filter(|_| reusable(trial, target)) {
+        let wanted = launch(target, trial, time, &running.dir, addrs);
+        let same = wanted.env == running.launch.env && running.process.exited().is_none();
+        if same && healthy(&addrs.target).await {
+            return Ok(Some((running.launch, running.process, running.dir)));
+        }
+        running.process.kill();
+    }
+    let process_dir = slot.new_process_dir().map_err(Error::StateDir)?;
+    let launch = launch(target, trial, time, &process_dir, addrs);
+    let Some(process) = start(&launch, &addrs.target, target, cancel).await? else {
+        return Ok(None);
+    };
+    starts.got_ready();
+    exposure(target, &addrs.target)?;
+    Ok(Some((launch, process, process_dir)))
+}
+
+/// A target that keeps its own callers learns of this trial's tokens before
+/// the first call, and of each revocation at its protocol point.
+fn adapt_authority(target: &TargetFile, cast: &Cast, launch: &Launch) -> Result<()> {
+    let Some(commands) = &target.authority else {
+        return Ok(());
+    };
+    cast.authority
+        .adapted_by(Arc::new(authority::CommandAdapter {
+            commands: commands.clone(),
+            workdir: target.workdir.clone(),
+            env: launch.env.clone(),
+        }));
+    match cast.authority.adapter_failure() {
+        Some(why) => Err(Error::Authority {
+            target: target.name.clone(),
+            why,
+        }
+        .into()),
+        None => Ok(()),
+    }
+}
+
+/// The rows of a target whose commits are rows, watched while the trial
+/// runs when a fault waits for the Nth commit.
+async fn watch_rows(trial: &Trial<'_>, target: &TargetFile) -> Result<Option<Effects>> {
+    match &target.effects {
+        Some(query) if trial.scenario.faults.iter().any(Fault::acts_on_dispatches) => {
+            match Effects::open(query, trial).await {
+                Ok(rows) => Ok(Some(rows)),
+                Err(why) => Err(Error::Effects {
+                    target: target.name.clone(),
+                    why,
+                }
+                .into()),
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
+/// What the trial's end says beyond the watch: a revocation the target's
+/// store never got is no trial at all (`Err`, killing the process), and a
+/// target that answered nothing at all hangs.
+fn settle(
+    trial: &Trial<'_>,
+    target: &TargetFile,
+    cast: &Cast,
+    process: &mut TargetProcess,
+    error: Option<Box<Error>>,
+) -> Result<Option<Box<Error>>> {
+    // Judged, it would read as the target's fault: the trial did not happen
+    // as the scenario says, so it is not run.
+    if let Some(why) = cast.authority.adapter_failure() {
+        process.kill();
+        return Err(Error::Authority {
+            target: target.name.clone(),
+            why,
+        }
+        .into());
+    }
+    let attempts = cast.attempts();
+    let unanswered = attempts.iter().all(|attempt| {
+        matches!(
+            attempt.end,
+            AttemptEnd::Failed {
+                failure: CallFailure::Timeout
+            }
+        )
+    });
+    if error.is_none() && !attempts.is_empty() && unanswered {
+        return Ok(Some(
+            Error::Unanswered {
+                attempts: attempts.len(),
+                timeout: trial.timing.agent_timeout,
+                stderr: process.stderr_tail(),
+            }
+            .into(),
+        ));
+    }
+    Ok(error)
+}
+
+/// The effects of a target whose commits are rows, read into the ledger.
+async fn collect_rows(
+    trial: &Trial<'_>,
+    target: &TargetFile,
+    rows: Option<Effects>,
+    output: &mut RunOutput,
+    wall_start: std::time::SystemTime,
+) {
+    let Some(query) = &target.effects else {
+        return;
+    };
+    let read = match rows {
+        Some(rows) => rows.read().await,
+        None => match Effects::open(query, trial).await {
+            Ok(rows) => rows.read().await,
+            Err(why) => Err(why),
+        },
+    };
+    match read {
+        Ok(rows) => super::effects::record(
+            &mut output.ledger,
+            rows,
+            &trial.scenario.workload.tool,
+            wall_start,
+        ),
+        Err(why) => {
+            output
+                .error
+                .get_or_insert(format!("target '{}' [effects]: {why}", target.name));
+        }
+    }
+}
