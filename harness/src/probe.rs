@@ -176,7 +176,7 @@ fn scenarios(blind: bool) -> Vec<Scenario> {
 
 /// Probes `target`; `None` when cancelled.
 pub fn probe(target: &Target, cancel: &AtomicBool) -> Option<ProbeReport> {
-    let blind = matches!(target, Target::Live { file, .. } if file.provider_api == crate::provider_api::ProviderApi::Smtp);
+    let blind = matches!(target, Target::Live { file, .. } if file.provider_api.blind_only());
     let scenarios = scenarios(blind);
     let driver = target.driver(false);
     let mut steps = Vec::new();

@@ -55,22 +55,7 @@ pub(crate) fn live_time(
     scenario: &Scenario,
     retention: Option<Retention>,
 ) -> Result<LiveTime, String> {
-    // A real wait past the limit used to hold a live run for ever, whatever
-    // signal came (issue 15): it is refused before the target starts.
-    for (index, fault) in scenario.faults.iter().enumerate() {
-        if let Some((key, wait)) = fault.real_wait() {
-            if wait > WAIT_LIMIT {
-                return Err(format!(
-                    "fault {} ({}) has {key} = \"{}\", which live is a real wait, past the live limit of {}; \
-                     shorten it, or run this scenario in the simulator",
-                    index + 1,
-                    fault.kind(),
-                    humantime::format_duration(wait),
-                    humantime::format_duration(WAIT_LIMIT),
-                ));
-            }
-        }
-    }
+    refuse_long_waits(scenario)?;
     let jumps: Vec<(usize, Duration)> = scenario
         .faults
         .iter()
@@ -101,33 +86,7 @@ pub(crate) fn live_time(
         });
     }
 
-    let (provider_live, target_live) = match (provider_declared, retention) {
-        (None, None) => (None, None),
-        (Some(_), None) => (Some(SHORT), None),
-        (None, Some(target)) => (
-            None,
-            Some(if target.shorten { SHORT } else { target.period }),
-        ),
-        (Some(provider), Some(target)) if target.shorten => {
-            let (provider_live, target_live) = match provider.cmp(&target.period) {
-                std::cmp::Ordering::Less => (SHORT, LONGER),
-                std::cmp::Ordering::Greater => (LONGER, SHORT),
-                std::cmp::Ordering::Equal => (SHORT, SHORT),
-            };
-            (Some(provider_live), Some(target_live))
-        }
-        // The target keeps its own period; the provider's is placed on the
-        // same side of it as declared.
-        (Some(provider), Some(target)) => {
-            let fixed = target.period;
-            let provider_live = match provider.cmp(&fixed) {
-                std::cmp::Ordering::Less => SHORT.min(fixed / 3),
-                std::cmp::Ordering::Greater => fixed + LONGER,
-                std::cmp::Ordering::Equal => fixed,
-            };
-            (Some(provider_live), Some(fixed))
-        }
-    };
+    let (provider_live, target_live) = live_periods(provider_declared, retention);
 
     // (declared, live, what it is) for each retention a jump may cross.
     let mut milestones: Vec<(Duration, Duration, String)> = [
@@ -156,10 +115,82 @@ pub(crate) fn live_time(
         }
     }
 
+    let clock_waits = waits(&jumps, &milestones, target_declared)?;
+    Ok(LiveTime {
+        provider_retention: provider_live.or(scenario.provider.retention),
+        target_retention: target_live.or(target_declared),
+        clock_waits,
+        approval_expiries,
+    })
+}
+
+/// A real wait past the limit used to hold a live run for ever, whatever
+/// signal came (issue 15): it is refused before the target starts.
+fn refuse_long_waits(scenario: &Scenario) -> Result<(), String> {
+    for (index, fault) in scenario.faults.iter().enumerate() {
+        if let Some((key, wait)) = fault.real_wait() {
+            if wait > WAIT_LIMIT {
+                return Err(format!(
+                    "fault {} ({}) has {key} = \"{}\", which live is a real wait, past the live limit of {}; \
+                     shorten it, or run this scenario in the simulator",
+                    index + 1,
+                    fault.kind(),
+                    humantime::format_duration(wait),
+                    humantime::format_duration(WAIT_LIMIT),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The provider's and the target's retentions for a run that jumps the
+/// clock: short, in the order declared, unless the target cannot shorten
+/// its own; then the provider's is placed on the same side of it.
+fn live_periods(
+    provider_declared: Option<Duration>,
+    retention: Option<Retention>,
+) -> (Option<Duration>, Option<Duration>) {
+    match (provider_declared, retention) {
+        (None, None) => (None, None),
+        (Some(_), None) => (Some(SHORT), None),
+        (None, Some(target)) => (
+            None,
+            Some(if target.shorten { SHORT } else { target.period }),
+        ),
+        (Some(provider), Some(target)) if target.shorten => {
+            let (provider_live, target_live) = match provider.cmp(&target.period) {
+                std::cmp::Ordering::Less => (SHORT, LONGER),
+                std::cmp::Ordering::Greater => (LONGER, SHORT),
+                std::cmp::Ordering::Equal => (SHORT, SHORT),
+            };
+            (Some(provider_live), Some(target_live))
+        }
+        // The target keeps its own period; the provider's is placed on the
+        // same side of it as declared.
+        (Some(provider), Some(target)) => {
+            let fixed = target.period;
+            let provider_live = match provider.cmp(&fixed) {
+                std::cmp::Ordering::Less => SHORT.min(fixed / 3),
+                std::cmp::Ordering::Greater => fixed + LONGER,
+                std::cmp::Ordering::Equal => fixed,
+            };
+            (Some(provider_live), Some(fixed))
+        }
+    }
+}
+
+/// Each jump as the wait that crosses exactly the milestones it crosses
+/// (declared, live, what), by fault index; `Err` when no wait can.
+fn waits(
+    jumps: &[(usize, Duration)],
+    milestones: &[(Duration, Duration, String)],
+    target_declared: Option<Duration>,
+) -> Result<BTreeMap<usize, ClockWait>, String> {
     let mut clock_waits = BTreeMap::new();
     let mut jumped = Duration::ZERO;
     let mut waited = Duration::ZERO;
-    for (index, by) in jumps {
+    for &(index, by) in jumps {
         jumped += by;
         let crossed: Vec<&(Duration, Duration, String)> = milestones
             .iter()
@@ -213,12 +244,7 @@ pub(crate) fn live_time(
         };
         clock_waits.insert(index, ClockWait { wait, note });
     }
-    Ok(LiveTime {
-        provider_retention: provider_live.or(scenario.provider.retention),
-        target_retention: target_live.or(target_declared),
-        clock_waits,
-        approval_expiries,
-    })
+    Ok(clock_waits)
 }
 
 /// Each approval's expiry for the run, placed between the shortened

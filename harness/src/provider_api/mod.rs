@@ -93,6 +93,11 @@ pub(crate) trait Api: Sync {
     fn admit(&self, _scenario: &Scenario, _target: &str) -> Result<(), String> {
         Ok(())
     }
+    /// Whether it can play only a blind provider (no key, no lookup): `chaos
+    /// probe` then probes with one.
+    fn blind_only(&self) -> bool {
+        false
+    }
     /// Whether its contract saves every answer under the key, errors too,
     /// whatever the scenario says.
     fn saves_errors(&self) -> bool {
@@ -166,6 +171,10 @@ impl ProviderApi {
 
     pub(crate) fn admit(self, scenario: &Scenario, target: &str) -> Result<(), String> {
         self.unit().admit(scenario, target)
+    }
+
+    pub(crate) fn blind_only(self) -> bool {
+        self.unit().blind_only()
     }
 
     pub(crate) fn saves_errors(self) -> bool {

@@ -66,6 +66,10 @@ impl Api for Smtp {
         "smtp"
     }
 
+    fn blind_only(&self) -> bool {
+        true
+    }
+
     fn validate(&self, file: &FileFacts) -> Result<(), String> {
         if file.effects_in_database {
             // A mail server counts messages; rows in the target's database
