@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 use crate::progress::Observer;
 use crate::report::fold::{Column, Fold};
-use crate::report::{Summary, TargetMeta};
+use crate::report::{AgentMeta, Summary, TargetMeta};
 use crate::scenario::Scenario;
 use crate::sweep::Sweep;
 use crate::target::Target;
@@ -39,14 +39,10 @@ pub fn run(
         .collect();
     let columns = targets
         .iter()
-        .map(|target| Column {
+        .zip(&drivers)
+        .map(|(target, driver)| Column {
             meta: TargetMeta {
-                agent: match target {
-                    Target::Live { file, .. } => Some(crate::report::AgentMeta::of(
-                        &crate::plan::Timing::live_with(&file.agent),
-                    )),
-                    Target::Sim(_) => None,
-                },
+                agent: driver.agent_timing().map(|timing| AgentMeta::of(&timing)),
                 ..TargetMeta::of(&target.info(), target.transport())
             },
             arg: target.arg().to_owned(),
