@@ -10,8 +10,6 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::report::CellSummary;
-
 /// Hears how long work is going; called from worker threads.
 pub trait Observer: Sync {
     /// How many units (trials, cases) will run at most.
@@ -26,10 +24,16 @@ pub trait Observer: Sync {
     fn finished(&self) {}
 }
 
-/// A finished cell, as a sweep reports it.
+/// A finished cell, as a sweep reports it: plain text its producer (the
+/// report's fold) renders from the settled counts, so progress needs nothing
+/// of the report and the report may depend on progress, not both ways.
 pub struct CellDone<'a> {
-    /// Its counts so far, settled: the verdict the report will give it.
-    pub cell: &'a CellSummary,
+    /// The verdict the report will give it ("FAIL (stuck)"), in any case.
+    pub verdict: &'a str,
+    pub scenario: &'a str,
+    pub target: &'a str,
+    /// What was seen: effects, seeds, or why it could not run.
+    pub observed: Vec<String>,
     /// The time its trials took, added up (trials of a cell may run side by side).
     pub elapsed: Duration,
     /// How many cells are done, this one included, of `cells`.
@@ -41,34 +45,39 @@ impl CellDone<'_> {
     /// `        FAIL [   0.412s] ( 3/45) changed-payload x fresh-key: effects 2/1 · 3/3 seeds`:
     /// the verdict right-aligned, then the time, so a CI log scans by column.
     pub fn line(&self) -> String {
-        let cell = self.cell;
-        let verdict = crate::report::verdict_label(cell).to_uppercase();
+        let verdict = self.verdict.to_uppercase();
         let width = self.cells.to_string().len();
         format!(
             "{verdict:>12} [{:>8.3}s] ({:>width$}/{}) {} x {}: {}",
             self.elapsed.as_secs_f64(),
             self.done,
             self.cells,
-            cell.scenario,
-            cell.target,
-            cell.observed().join(" · "),
+            self.scenario,
+            self.target,
+            self.observed.join(" · "),
         )
     }
 }
 
 /// A line per finished cell on stderr, for a log rather than a terminal.
-pub struct Lines;
+pub struct Lines {
+    /// Writes to stderr. The command hands over its own writer (one that
+    /// shrugs off a closed stderr), so progress imports nothing of the CLI.
+    write: fn(&str),
+}
 
 impl Lines {
-    /// Lines on stderr when it is not a terminal (a bar draws there otherwise).
-    pub fn on_stderr() -> Option<Lines> {
-        (!std::io::stderr().is_terminal()).then_some(Lines)
+    /// Lines on stderr, through `write`, when it is not a terminal (a bar
+    /// draws there otherwise). `write` must not panic on a closed stderr:
+    /// a log nobody reads is no reason to stop the run.
+    pub fn on_stderr(write: fn(&str)) -> Option<Lines> {
+        (!std::io::stderr().is_terminal()).then_some(Lines { write })
     }
 }
 
 impl Observer for Lines {
     fn cell_finished(&self, done: &CellDone<'_>) {
-        crate::cli::stdout::print_err(&format!("{}\n", done.line()));
+        (self.write)(&format!("{}\n", done.line()));
     }
 }
 

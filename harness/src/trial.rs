@@ -14,7 +14,7 @@ use chaos_kit::target::TargetInfo;
 
 use crate::check::{self, Check, Liveness, Status, Verdict};
 use crate::history::RunOutput;
-use crate::plan::Trial;
+use crate::plan::{Timing, Trial};
 use crate::scenario::Scenario;
 use crate::sweep::Transport;
 
@@ -46,6 +46,13 @@ pub(crate) trait Driver: Sync {
     }
 
     fn run(&self, trial: &Trial<'_>, cancel: &AtomicBool) -> Run;
+
+    /// The agent's timing, when its target's file may set it (a live
+    /// target's `[agent]`): the report shows the budget the run had. The
+    /// driver knows its target, so the runner need not look inside one.
+    fn agent_timing(&self) -> Option<Timing> {
+        None
+    }
 
     /// Its last trial of the run has been judged: what it kept between
     /// trials (a target process) can go.

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::signal::{self, cancel_on_signal, InFlight};
-use super::stdout::errln;
+use super::stdout::{errln, print_err};
 use super::{check_writable, load_scenarios, present, resolve_targets, say, ReportArgs};
 use crate::error::Error;
 use crate::exit::Exit;
@@ -115,7 +115,7 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
     // A terminal gets the bar; a log (CI) a line per finished cell, in the
     // order cells finish, so a long live run is never silent.
     let bar = Bar::on_stderr("trials", None);
-    let lines = Lines::on_stderr();
+    let lines = Lines::on_stderr(print_err);
     let observer: &dyn Observer = match (&bar, &lines) {
         (Some(bar), _) => bar,
         (None, Some(lines)) => lines,

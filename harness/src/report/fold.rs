@@ -12,7 +12,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::{CellSummary, SeedFailure, Summary, TargetMeta};
+use super::{verdict_label, CellSummary, SeedFailure, Summary, TargetMeta};
 use crate::check::Status;
 use crate::progress::{CellDone, Observer};
 use crate::scenario::Scenario;
@@ -144,8 +144,13 @@ impl<'a> Fold<'a> {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         *done += 1;
+        // Rendered here, not in progress: the report knows what a cell's
+        // counts say, and progress stays below the report.
         self.observer.cell_finished(&CellDone {
-            cell: &settled,
+            verdict: verdict_label(&settled),
+            scenario: &settled.scenario,
+            target: &settled.target,
+            observed: settled.observed(),
             elapsed,
             done: *done,
             cells: self.tried,
