@@ -39,12 +39,6 @@ pub(crate) trait Driver: Sync {
         Ok(())
     }
 
-    /// The agent's timing in force against this target, when it is the
-    /// target file's (the report shows a live target's retry budget).
-    fn agent_timing(&self) -> Option<crate::plan::Timing> {
-        None
-    }
-
     fn run(&self, trial: &Trial<'_>, cancel: &AtomicBool) -> Run;
 
     /// The agent's timing, when its target's file may set it (a live
