@@ -23,7 +23,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::fault::Grant;
-use crate::roles::authority::{Adapter, GrantFacts};
+use crate::roles::grants::{Adapter, GrantFacts};
 
 /// The placeholders a command may use, each filled in per caller.
 pub(crate) const PLACEHOLDERS: [&str; 7] = [

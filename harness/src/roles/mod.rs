@@ -16,6 +16,7 @@
 pub(crate) mod agent;
 pub(crate) mod authority;
 pub(crate) mod clock;
+pub(crate) mod grants;
 pub(crate) mod mapping;
 pub(crate) mod nemesis;
 pub(crate) mod provider;

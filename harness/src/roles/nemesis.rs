@@ -24,14 +24,15 @@ use tokio::sync::watch;
 
 use crate::fault::{self, Action, Event, Fault, Trigger, Wording};
 use crate::history::{FaultEvent, Happened, Ms};
-use crate::roles::authority::Authority;
 use crate::roles::clock::{HarnessClock, Timeline};
+use crate::roles::grants::{Grants, Introspections};
 
 pub(crate) struct Nemesis {
     faults: Vec<Fault>,
     timeline: Arc<dyn Timeline>,
     clock: Arc<HarnessClock>,
-    authority: Arc<Authority>,
+    /// The callers' grants, which revocations take away.
+    grants: Grants,
     /// The callers' tokens (one per tenant) and the tool revocations apply to.
     tokens: Vec<String>,
     tool: String,
@@ -79,11 +80,13 @@ struct NemesisState {
 }
 
 impl Nemesis {
+    /// `grants` are the callers' grants its revocations take away: the
+    /// authority's, given as the authority itself or as its grants.
     pub(crate) fn new(
         faults: Vec<Fault>,
         timeline: Arc<dyn Timeline>,
         clock: Arc<HarnessClock>,
-        authority: Arc<Authority>,
+        grants: impl Into<Grants>,
         tokens: Vec<String>,
         tool: String,
     ) -> Nemesis {
@@ -91,7 +94,7 @@ impl Nemesis {
             faults,
             timeline,
             clock,
-            authority,
+            grants: grants.into(),
             tokens,
             tool,
             clock_waits: BTreeMap::new(),
@@ -118,16 +121,6 @@ impl Nemesis {
     /// The provider's Nth dispatch arrived: what happens to it, if anything.
     pub(crate) fn dispatch(&self, nth: u32) -> Option<Action> {
         self.exchange(Event::Dispatch(nth))
-    }
-
-    /// The authority received an introspection: whether it is down for it.
-    pub(crate) fn introspection(&self) -> Option<Action> {
-        let nth = {
-            let mut state = lock(&self.state);
-            state.introspections += 1;
-            state.introspections
-        };
-        self.exchange(Event::Introspection(nth))
     }
 
     /// The agent read an answer from the target: what happens to it, and
@@ -192,14 +185,6 @@ impl Nemesis {
         self.moment(Trigger::AfterCommit(nth));
     }
 
-    /// Called by the authority once it has answered the introspection it
-    /// last counted, before the answer leaves: a revocation due then lands
-    /// between the target's check and its dispatch.
-    pub(crate) fn after_introspection(&self) {
-        let nth = lock(&self.state).introspections;
-        self.moment(Trigger::AfterIntrospection(nth));
-    }
-
     /// Called by the agent when its Nth call step has ended.
     pub(crate) fn after_call(&self, number: u32) {
         self.moment(Trigger::AfterCall(number));
@@ -247,7 +232,7 @@ impl Nemesis {
                 },
                 Action::Revoke(grant) => {
                     for token in &self.tokens {
-                        self.authority.revoke(token, grant, &self.tool);
+                        self.grants.revoke(token, grant, &self.tool);
                     }
                 }
                 Action::CrashAgent { restart_after } => {
@@ -291,6 +276,23 @@ impl Nemesis {
 
     pub(crate) fn events(&self) -> Vec<FaultEvent> {
         lock(&self.state).events.clone()
+    }
+}
+
+/// The authority asks through its grants, so that it needs no nemesis.
+impl Introspections for Nemesis {
+    fn introspection(&self) -> Option<Action> {
+        let nth = {
+            let mut state = lock(&self.state);
+            state.introspections += 1;
+            state.introspections
+        };
+        self.exchange(Event::Introspection(nth))
+    }
+
+    fn after_introspection(&self) {
+        let nth = lock(&self.state).introspections;
+        self.moment(Trigger::AfterIntrospection(nth));
     }
 }
 
@@ -362,13 +364,13 @@ mod tests {
     fn nemesis(faults: Vec<Fault>) -> Nemesis {
         let timeline: Arc<dyn Timeline> = Arc::new(Zero);
         let clock = Arc::new(HarnessClock::on_timeline(0, timeline.clone()));
-        let authority = Arc::new(Authority::new(timeline.clone()));
-        authority.grant("tok", "agent", "north", "send");
+        let grants = Grants::default();
+        grants.grant("tok", "agent", "north", "send");
         Nemesis::new(
             faults,
             timeline,
             clock,
-            authority,
+            grants,
             vec!["tok".into()],
             "send".into(),
         )
