@@ -423,15 +423,6 @@ impl Action {
             | Action::ApproveAgain { .. } => 7,
         }
     }
-
-    /// A crash asks the driver to kill the target, and restart it this much later.
-    pub(crate) fn restart_after(self) -> Option<Duration> {
-        match self {
-            Action::CrashBeforeDispatch { restart_after }
-            | Action::CrashAfterCommit { restart_after } => Some(restart_after),
-            _ => None,
-        }
-    }
 }
 
 /// The verdict that wins an exchange among `faults`' verdicts on `event`,

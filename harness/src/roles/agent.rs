@@ -484,7 +484,22 @@ async fn send_attempt(
                 AttemptEnd::Answered(answer)
             }
         }
-        _ => AttemptEnd::Answered(answer),
+        // Verdicts on dispatches, on introspections, or at moments (the
+        // nemesis carried those out, or handed back the re-plans).
+        None
+        | Some(
+            Action::CrashBeforeDispatch { .. }
+            | Action::LoseRequest(_)
+            | Action::CrashAfterCommit { .. }
+            | Action::Stall
+            | Action::ProviderError { .. }
+            | Action::AuthorityDown
+            | Action::AdvanceClock(_)
+            | Action::Revoke(_)
+            | Action::Replan { .. }
+            | Action::CrashAgent { .. }
+            | Action::ApproveAgain { .. },
+        ) => AttemptEnd::Answered(answer),
     };
     let retry_after = match &end {
         AttemptEnd::Answered(_) => retry_after,

@@ -111,9 +111,25 @@ impl Authority {
             return Ok(Response::new(404));
         }
         let watcher = self.grants.watcher();
-        let down = watcher.as_ref().and_then(|watcher| watcher.introspection());
-        if down == Some(Action::AuthorityDown) {
-            return Ok(Response::new(503));
+        match watcher.as_ref().and_then(|watcher| watcher.introspection()) {
+            Some(Action::AuthorityDown) => return Ok(Response::new(503)),
+            // No other verdict is given on an introspection.
+            Some(
+                Action::CrashBeforeDispatch { .. }
+                | Action::LoseRequest(_)
+                | Action::CrashAfterCommit { .. }
+                | Action::LoseAnswer { .. }
+                | Action::Stall
+                | Action::DelayAnswer { .. }
+                | Action::ProviderError { .. }
+                | Action::Redeliver
+                | Action::AdvanceClock(_)
+                | Action::Revoke(_)
+                | Action::Replan { .. }
+                | Action::CrashAgent { .. }
+                | Action::ApproveAgain { .. },
+            )
+            | None => {}
         }
         let body = String::from_utf8_lossy(&request.body);
         let token = body

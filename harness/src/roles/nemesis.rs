@@ -54,6 +54,15 @@ pub(crate) struct AnswerFate {
     pub replans: Vec<(u32, Wording)>,
 }
 
+/// What the planner does at a moment, handed back to the agent, which asked.
+#[derive(Default)]
+struct ForThePlanner {
+    /// How many times, worded how, one entry per re-plan.
+    replans: Vec<(u32, Wording)>,
+    /// The gaps after which the step is executed again, one per second approval.
+    second_approvals: Vec<Duration>,
+}
+
 /// How a clock jump is carried out live: a wait, and a note for the history
 /// saying what it stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,27 +141,14 @@ impl Nemesis {
             state.answers_received
         };
         let action = self.exchange(Event::Answer(nth));
-        let replans = self
-            .moment(Trigger::AfterAnswer(nth))
-            .into_iter()
-            .filter_map(|action| match action {
-                Action::Replan { times, wording } => Some((times, wording)),
-                _ => None,
-            })
-            .collect();
+        let replans = self.moment(Trigger::AfterAnswer(nth)).replans;
         AnswerFate { action, replans }
     }
 
     /// The agent's Nth call is about to start: the gaps after which it is
     /// executed again, once per second approval.
     pub(crate) fn before_call(&self, number: u32) -> Vec<Duration> {
-        self.moment(Trigger::BeforeCall(number))
-            .into_iter()
-            .filter_map(|action| match action {
-                Action::ApproveAgain { gap } => Some(gap),
-                _ => None,
-            })
-            .collect()
+        self.moment(Trigger::BeforeCall(number)).second_approvals
     }
 
     /// Whether a stalled dispatch still waits for the agent to decide again;
@@ -191,17 +187,32 @@ impl Nemesis {
     }
 
     /// One thing happens to an exchange: the winning verdict, alone recorded.
+    /// The role that asked carries it out; what is left here is what others
+    /// must hear of it later (the driver, a crash; the agent, a stall).
     fn exchange(&self, event: Event) -> Option<Action> {
         let (index, action) = fault::winner(&self.faults, event)?;
         self.record(
             Happened::Fault { index, action },
             self.faults[index].to_string(),
         );
-        if let Some(restart_after) = action.restart_after() {
-            lock(&self.state).crash_requests.push_back(restart_after);
-        }
-        if action == Action::Stall {
-            lock(&self.state).stalls += 1;
+        match action {
+            Action::CrashBeforeDispatch { restart_after }
+            | Action::CrashAfterCommit { restart_after } => {
+                lock(&self.state).crash_requests.push_back(restart_after);
+            }
+            Action::Stall => lock(&self.state).stalls += 1,
+            Action::LoseRequest(_)
+            | Action::LoseAnswer { .. }
+            | Action::DelayAnswer { .. }
+            | Action::ProviderError { .. }
+            | Action::Redeliver
+            | Action::AuthorityDown => {}
+            // A rule that waits for a moment has no verdict on an exchange.
+            Action::AdvanceClock(_)
+            | Action::Revoke(_)
+            | Action::Replan { .. }
+            | Action::CrashAgent { .. }
+            | Action::ApproveAgain { .. } => {}
         }
         Some(action)
     }
@@ -210,8 +221,8 @@ impl Nemesis {
     /// world suffers (a clock jump, a revocation, the agent's crash) happens
     /// here; what the planner does (a re-plan, a second approval) is handed
     /// back to the agent, which asked.
-    fn moment(&self, trigger: Trigger) -> Vec<Action> {
-        let mut for_the_agent = Vec::new();
+    fn moment(&self, trigger: Trigger) -> ForThePlanner {
+        let mut for_the_planner = ForThePlanner::default();
         for (index, fault) in self.faults.iter().enumerate() {
             let Some(action) = fault.verdict(Event::Moment(trigger)) else {
                 continue;
@@ -247,13 +258,24 @@ impl Nemesis {
                         self.agent_crashes.send_modify(|crashes| *crashes += 1);
                     }
                 }
-                Action::Replan { .. } | Action::ApproveAgain { .. } => for_the_agent.push(action),
+                Action::Replan { times, wording } => {
+                    for_the_planner.replans.push((times, wording));
+                }
+                Action::ApproveAgain { gap } => for_the_planner.second_approvals.push(gap),
                 // A rule that acts on exchanges has no verdict at a moment.
-                _ => continue,
+                Action::CrashBeforeDispatch { .. }
+                | Action::LoseRequest(_)
+                | Action::CrashAfterCommit { .. }
+                | Action::LoseAnswer { .. }
+                | Action::Stall
+                | Action::DelayAnswer { .. }
+                | Action::ProviderError { .. }
+                | Action::Redeliver
+                | Action::AuthorityDown => continue,
             }
             self.record(Happened::Fault { index, action }, fault.to_string());
         }
-        for_the_agent
+        for_the_planner
     }
 
     /// The restart delay of the next crash for the driver to carry out.
