@@ -181,7 +181,7 @@ pub fn probe(target: &Target, cancel: &AtomicBool) -> Option<ProbeReport> {
     let driver = target.driver(false);
     let mut steps = Vec::new();
     for (step, scenario) in STEPS.iter().zip(&scenarios) {
-        let judged = trial::judge(driver.as_ref(), scenario, 0, cancel)?;
+        let judged = trial::admit_and_judge(driver.as_ref(), scenario, 0, cancel)?;
         steps.push(read(step, &judged, target));
     }
     driver.finished();

@@ -156,6 +156,6 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// `chaos run --seed` does for one cell, without a report.
 pub fn judge<'a>(scenario: &'a Scenario, target: &Target, seed: u64) -> Judged<'a> {
     let never = AtomicBool::new(false);
-    trial::judge(target.driver(false).as_ref(), scenario, seed, &never)
+    trial::admit_and_judge(target.driver(false).as_ref(), scenario, seed, &never)
         .expect("a trial nobody cancels runs to its end")
 }

@@ -140,7 +140,22 @@ pub(crate) fn not_admitted<'a>(
     Judged::blocked(driver.plan(scenario, seed), reason)
 }
 
-/// Plans, runs and judges the trial of `scenario` for `seed` on `driver`.
+/// [`judge`] for a lone trial, whose cell nobody admitted before: asks the
+/// driver first (`chaos::judge`, a probe's step, a bench round).
+pub(crate) fn admit_and_judge<'a>(
+    driver: &dyn Driver,
+    scenario: &'a Scenario,
+    seed: u64,
+    cancel: &AtomicBool,
+) -> Option<Judged<'a>> {
+    match driver.admit(&driver.plan(scenario, seed)) {
+        Ok(()) => judge(driver, scenario, seed, cancel),
+        Err(reason) => Some(not_admitted(driver, scenario, seed, reason)),
+    }
+}
+
+/// Plans, runs and judges the trial of `scenario` for `seed` on `driver`,
+/// whose cell was admitted (see [`Driver::admit`]).
 /// `None` when cancelled. A panic in the driver or in a checker is an
 /// `unknown` verdict for this trial, never a crash of the whole run.
 pub(crate) fn judge<'a>(

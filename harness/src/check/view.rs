@@ -712,17 +712,35 @@ impl std::fmt::Display for Described<'_> {
 /// Whether `what` leaves the target unable to tell, by itself, whether the
 /// provider acted on its dispatch.
 fn leaves_the_target_uncertain(what: Happened) -> bool {
-    matches!(
-        what,
-        Happened::Fault {
-            action: Action::LoseAnswer {
-                hop: Hop::ProviderToTarget,
-                ..
-            } | Action::LoseRequest(_)
-                | Action::CrashAfterCommit { .. }
-                | Action::CrashBeforeDispatch { .. }
-                | Action::Stall,
+    let action = match what {
+        Happened::Fault { action, .. } => action,
+        Happened::ClockWaited { .. } | Happened::TargetKilled | Happened::TargetRestarted => {
+            return false
+        }
+    };
+    match action {
+        Action::LoseAnswer {
+            hop: Hop::ProviderToTarget,
             ..
         }
-    )
+        | Action::LoseRequest(_)
+        | Action::CrashAfterCommit { .. }
+        | Action::CrashBeforeDispatch { .. }
+        | Action::Stall => true,
+        // The target heard back (late, or with an error), or the fault was
+        // not on its exchange with the provider.
+        Action::LoseAnswer {
+            hop: Hop::TargetToAgent,
+            ..
+        }
+        | Action::DelayAnswer { .. }
+        | Action::ProviderError { .. }
+        | Action::Redeliver
+        | Action::AuthorityDown
+        | Action::AdvanceClock(_)
+        | Action::Revoke(_)
+        | Action::Replan { .. }
+        | Action::CrashAgent { .. }
+        | Action::ApproveAgain { .. } => false,
+    }
 }

@@ -87,6 +87,10 @@ impl Kind for DoubleApprove {
     fn re_plans(&self) -> bool {
         true
     }
+
+    fn real_wait(&self) -> Option<(&'static str, Duration)> {
+        Some(("gap", self.gap))
+    }
 }
 
 impl Declared for DoubleApprove {

@@ -84,6 +84,10 @@ impl Kind for CrashTarget {
     fn live(&self) -> Live {
         Live::Restarts
     }
+
+    fn real_wait(&self) -> Option<(&'static str, Duration)> {
+        Some(("restart-after", self.restart_after))
+    }
 }
 
 impl Declared for CrashTarget {

@@ -91,6 +91,10 @@ impl Kind for CrashAgent {
     fn re_plans(&self) -> bool {
         true
     }
+
+    fn real_wait(&self) -> Option<(&'static str, Duration)> {
+        Some(("restart-after", self.restart_after))
+    }
 }
 
 impl Declared for CrashAgent {

@@ -66,6 +66,10 @@ impl Kind for Delay {
     fn live(&self) -> Live {
         Live::AsSimulated
     }
+
+    fn real_wait(&self) -> Option<(&'static str, Duration)> {
+        Some(("by", self.by))
+    }
 }
 
 impl Declared for Delay {

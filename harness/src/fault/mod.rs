@@ -162,6 +162,11 @@ pub(crate) trait Kind: fmt::Display {
     fn drifts(&self) -> bool {
         false
     }
+    /// The key and length of a wait it makes a live run sit through in real
+    /// time; a simulated one passes it for free.
+    fn real_wait(&self) -> Option<(&'static str, Duration)> {
+        None
+    }
 }
 
 /// How a kind is written, read back and generated.
@@ -224,16 +229,8 @@ impl Fault {
         self.rule().re_plans()
     }
 
-    /// The key and length of a wait it makes a live run sit through in real
-    /// time; a simulated one passes it for free.
     pub(crate) fn real_wait(&self) -> Option<(&'static str, Duration)> {
-        match self {
-            Fault::CrashTarget(fault) => Some(("restart-after", fault.restart_after)),
-            Fault::CrashAgent(fault) => Some(("restart-after", fault.restart_after)),
-            Fault::Delay(fault) => Some(("by", fault.by)),
-            Fault::DoubleApprove(fault) => Some(("gap", fault.gap)),
-            _ => None,
-        }
+        self.rule().real_wait()
     }
 
     pub(crate) fn drifts(&self) -> bool {
@@ -426,15 +423,6 @@ impl Action {
             | Action::ApproveAgain { .. } => 7,
         }
     }
-
-    /// A crash asks the driver to kill the target, and restart it this much later.
-    pub(crate) fn restart_after(self) -> Option<Duration> {
-        match self {
-            Action::CrashBeforeDispatch { restart_after }
-            | Action::CrashAfterCommit { restart_after } => Some(restart_after),
-            _ => None,
-        }
-    }
 }
 
 /// The verdict that wins an exchange among `faults`' verdicts on `event`,
@@ -579,6 +567,38 @@ mod tests {
                 .0,
             0
         );
+    }
+
+    #[test]
+    fn a_kind_says_what_live_waits_out_in_real_time() {
+        let waits = [
+            (
+                "kind = \"crash-target\"\nat = \"after-commit\"\nnth = 1\nrestart-after = \"10ms\"",
+                Some(("restart-after", 10)),
+            ),
+            (
+                "kind = \"crash-agent\"\nafter-commit = 1\nrestart-after = \"5ms\"",
+                Some(("restart-after", 5)),
+            ),
+            (
+                "kind = \"delay\"\nhop = \"provider-to-target\"\nnth = 1\nby = \"7ms\"",
+                Some(("by", 7)),
+            ),
+            (
+                "kind = \"double-approve\"\ncall = 1\ngap = \"3ms\"",
+                Some(("gap", 3)),
+            ),
+            ("kind = \"stall\"\nnth = 1", None),
+            (
+                "kind = \"advance-clock\"\nby = \"25h\"\nafter-call = 1",
+                None,
+            ),
+        ];
+        for (text, wait) in waits {
+            let fault = parse(text, 1).unwrap();
+            let wait = wait.map(|(key, ms)| (key, Duration::from_millis(ms)));
+            assert_eq!(fault.real_wait(), wait, "{text}");
+        }
     }
 
     #[test]

@@ -47,11 +47,8 @@ fn in_database(trial: &Trial<'_>, target: &TargetFile) -> Result<(), String> {
             // a row can stand for (the driver watches the rows, and the Nth
             // row is the Nth commit); every other one needs a request to the
             // provider, which never comes.
-            let needs_the_provider = |fault: &&Fault| {
-                fault
-                    .dispatch_verdicts()
-                    .any(|action| !matches!(action, Action::CrashAfterCommit { .. }))
-            };
+            let needs_the_provider =
+                |fault: &&Fault| fault.dispatch_verdicts().any(needs_a_request);
             match scenario.faults.iter().find(needs_the_provider) {
                 Some(fault) => Err(format!(
                     "fault '{fault}' acts on dispatches to the provider, and target '{}' writes its effects to its own database without one; use crash-target at after-commit (the Nth row written), or faults on the agent's side (lose-response at target-to-agent, delay, replan, crash-agent, revoke, advance-clock)",
@@ -61,6 +58,27 @@ fn in_database(trial: &Trial<'_>, target: &TargetFile) -> Result<(), String> {
             }
         }
         (None, false) => Ok(()),
+    }
+}
+
+/// Whether a verdict on a dispatch needs a request to the provider to act
+/// on; a new verdict must say, or this does not build.
+fn needs_a_request(action: Action) -> bool {
+    match action {
+        Action::CrashAfterCommit { .. } => false,
+        Action::CrashBeforeDispatch { .. }
+        | Action::LoseRequest(_)
+        | Action::LoseAnswer { .. }
+        | Action::Stall
+        | Action::DelayAnswer { .. }
+        | Action::ProviderError { .. }
+        | Action::Redeliver
+        | Action::AuthorityDown
+        | Action::AdvanceClock(_)
+        | Action::Revoke(_)
+        | Action::Replan { .. }
+        | Action::CrashAgent { .. }
+        | Action::ApproveAgain { .. } => true,
     }
 }
 

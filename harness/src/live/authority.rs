@@ -23,7 +23,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::fault::Grant;
-use crate::roles::authority::{Adapter, GrantFacts};
+use crate::roles::grants::{Adapter, GrantFacts};
 use crate::target_file::AuthorityCommands;
 
 /// The commands of one trial, run in the target's working directory with

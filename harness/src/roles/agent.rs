@@ -24,8 +24,7 @@ use crate::plan::{attempt_id, own_key, tool_use_id, Payload, Timing, Trial};
 use crate::roles::clock::Timeline;
 use crate::roles::nemesis::Nemesis;
 use crate::scenario::Identity;
-use crate::way_in::mapped::retry_after;
-use crate::way_in::{CallValues, WayIn};
+use crate::way_in::{CallValues, Outgoing, WayIn};
 
 /// The agent's whole script, owned, so it can run as a `'static` task.
 #[derive(Debug, Clone)]
@@ -415,35 +414,35 @@ async fn send_attempt(
     env: &AgentEnv,
     attempt: u32,
 ) -> Sent {
-    // Built again for a second delivery: the same bytes, headers and all.
-    // The chaos headers go with any mapping: services ignore headers they
-    // do not know.
-    let request = || {
-        let values = CallValues {
-            tool: &call.tool,
-            operation_id: &tool_call.key,
-            token: &call.token,
-            arguments: &tool_call.payload.bytes,
-        };
-        env.way_in
-            .request(&values, &call.headers)
-            .header(ATTEMPT_ID, attempt_id)
-            .header(RUN_ID, script.run_id.as_str())
-            .header(STEP_ID, call.step_id.as_str())
-            .header(TOOL_USE_ID, tool_call.tool_use_id.as_str())
-            .header(
-                TRACEPARENT,
-                traceparent(&script.run_id, call.number, attempt),
-            )
+    // Sent again for a second delivery: the same bytes, identities and all.
+    // The chaos identities go with any way in (HTTP: headers, which
+    // services ignore when they do not know them).
+    let values = CallValues {
+        tool: &call.tool,
+        operation_id: &tool_call.key,
+        token: &call.token,
+        arguments: &tool_call.payload.bytes,
     };
-    let timeout = script.timing.agent_timeout;
-    let deadline = tokio::time::Instant::now() + timeout;
-    let response = match env.http.call(&env.target, request(), timeout).await {
-        Ok(response) => response,
+    let traceparent = traceparent(&script.run_id, call.number, attempt);
+    let identities = [
+        (ATTEMPT_ID, attempt_id),
+        (RUN_ID, script.run_id.as_str()),
+        (STEP_ID, call.step_id.as_str()),
+        (TOOL_USE_ID, tool_call.tool_use_id.as_str()),
+        (TRACEPARENT, traceparent.as_str()),
+    ];
+    let outgoing = Outgoing {
+        values: &values,
+        headers: &call.headers,
+        identities: &identities,
+        timeout: script.timing.agent_timeout,
+    };
+    let deadline = tokio::time::Instant::now() + outgoing.timeout;
+    let reply = match env.way_in.send(&env.http, &env.target, &outgoing).await {
+        Ok(reply) => reply,
         Err(failure) => return Sent::ended(AttemptEnd::Failed { failure }),
     };
-    let answer = env.way_in.read(&response);
-    let retry_after = retry_after(&response);
+    let (answer, retry_after) = (reply.answer, reply.retry_after);
     let fate = env.nemesis.answer();
     let mut redelivery = None;
     let end = match fate.action {
@@ -452,8 +451,8 @@ async fn send_attempt(
         // reads the first answer once the second delivery is settled.
         Some(Action::Redeliver) => {
             let (sent_at, wall_clock_ms) = (env.timeline.now(), env.clock.now_ms());
-            let end = match env.http.call(&env.target, request(), timeout).await {
-                Ok(response) => AttemptEnd::Answered(env.way_in.read(&response)),
+            let end = match env.way_in.send(&env.http, &env.target, &outgoing).await {
+                Ok(reply) => AttemptEnd::Answered(reply.answer),
                 Err(failure) => AttemptEnd::Failed { failure },
             };
             redelivery = Some(Redelivery {
@@ -484,7 +483,22 @@ async fn send_attempt(
                 AttemptEnd::Answered(answer)
             }
         }
-        _ => AttemptEnd::Answered(answer),
+        // Verdicts on dispatches, on introspections, or at moments (the
+        // nemesis carried those out, or handed back the re-plans).
+        None
+        | Some(
+            Action::CrashBeforeDispatch { .. }
+            | Action::LoseRequest(_)
+            | Action::CrashAfterCommit { .. }
+            | Action::Stall
+            | Action::ProviderError { .. }
+            | Action::AuthorityDown
+            | Action::AdvanceClock(_)
+            | Action::Revoke(_)
+            | Action::Replan { .. }
+            | Action::CrashAgent { .. }
+            | Action::ApproveAgain { .. },
+        ) => AttemptEnd::Answered(answer),
     };
     let retry_after = match &end {
         AttemptEnd::Answered(_) => retry_after,

@@ -4,7 +4,8 @@
 //!   releases concurrent attempts, records every attempt;
 //! - [`provider`]: the downstream side-effect service; its ledger is the
 //!   ground truth; the shape it speaks is a [`crate::provider_api`] unit;
-//! - [`authority`]: token introspection, where revocation happens;
+//! - [`authority`]: token introspection, answered from the callers'
+//!   [`grants`], which the nemesis revokes (neither role knows the other);
 //! - [`nemesis`]: the fault schedule, consulted by the others at protocol
 //!   points, and the drivers' side of crashes;
 //! - [`clock`]: the run's timeline and the wall clock that can jump.
@@ -16,6 +17,7 @@
 pub(crate) mod agent;
 pub(crate) mod authority;
 pub(crate) mod clock;
+pub(crate) mod grants;
 pub(crate) mod nemesis;
 pub(crate) mod provider;
 
@@ -109,7 +111,7 @@ impl Cast {
                 scenario.faults.clone(),
                 timeline.clone(),
                 clock.clone(),
-                authority.clone(),
+                authority.grants(),
                 trial
                     .tokens
                     .iter()

@@ -24,14 +24,15 @@ use tokio::sync::watch;
 
 use crate::fault::{self, Action, Event, Fault, Trigger, Wording};
 use crate::history::{FaultEvent, Happened, Ms};
-use crate::roles::authority::Authority;
 use crate::roles::clock::{HarnessClock, Timeline};
+use crate::roles::grants::{Grants, Introspections};
 
 pub(crate) struct Nemesis {
     faults: Vec<Fault>,
     timeline: Arc<dyn Timeline>,
     clock: Arc<HarnessClock>,
-    authority: Arc<Authority>,
+    /// The callers' grants, which revocations take away.
+    grants: Grants,
     /// The callers' tokens (one per tenant) and the tool revocations apply to.
     tokens: Vec<String>,
     tool: String,
@@ -51,6 +52,15 @@ pub(crate) struct AnswerFate {
     /// Re-plans of the answer's step the planner makes next: how many times,
     /// worded how, one entry per fault.
     pub replans: Vec<(u32, Wording)>,
+}
+
+/// What the planner does at a moment, handed back to the agent, which asked.
+#[derive(Default)]
+struct ForThePlanner {
+    /// How many times, worded how, one entry per re-plan.
+    replans: Vec<(u32, Wording)>,
+    /// The gaps after which the step is executed again, one per second approval.
+    second_approvals: Vec<Duration>,
 }
 
 /// How a clock jump is carried out live: a wait, and a note for the history
@@ -79,11 +89,13 @@ struct NemesisState {
 }
 
 impl Nemesis {
+    /// `grants` are the callers' grants its revocations take away: the
+    /// authority's, given as the authority itself or as its grants.
     pub(crate) fn new(
         faults: Vec<Fault>,
         timeline: Arc<dyn Timeline>,
         clock: Arc<HarnessClock>,
-        authority: Arc<Authority>,
+        grants: Grants,
         tokens: Vec<String>,
         tool: String,
     ) -> Nemesis {
@@ -91,7 +103,7 @@ impl Nemesis {
             faults,
             timeline,
             clock,
-            authority,
+            grants,
             tokens,
             tool,
             clock_waits: BTreeMap::new(),
@@ -120,16 +132,6 @@ impl Nemesis {
         self.exchange(Event::Dispatch(nth))
     }
 
-    /// The authority received an introspection: whether it is down for it.
-    pub(crate) fn introspection(&self) -> Option<Action> {
-        let nth = {
-            let mut state = lock(&self.state);
-            state.introspections += 1;
-            state.introspections
-        };
-        self.exchange(Event::Introspection(nth))
-    }
-
     /// The agent read an answer from the target: what happens to it, and
     /// what the planner does after it.
     pub(crate) fn answer(&self) -> AnswerFate {
@@ -139,27 +141,14 @@ impl Nemesis {
             state.answers_received
         };
         let action = self.exchange(Event::Answer(nth));
-        let replans = self
-            .moment(Trigger::AfterAnswer(nth))
-            .into_iter()
-            .filter_map(|action| match action {
-                Action::Replan { times, wording } => Some((times, wording)),
-                _ => None,
-            })
-            .collect();
+        let replans = self.moment(Trigger::AfterAnswer(nth)).replans;
         AnswerFate { action, replans }
     }
 
     /// The agent's Nth call is about to start: the gaps after which it is
     /// executed again, once per second approval.
     pub(crate) fn before_call(&self, number: u32) -> Vec<Duration> {
-        self.moment(Trigger::BeforeCall(number))
-            .into_iter()
-            .filter_map(|action| match action {
-                Action::ApproveAgain { gap } => Some(gap),
-                _ => None,
-            })
-            .collect()
+        self.moment(Trigger::BeforeCall(number)).second_approvals
     }
 
     /// Whether a stalled dispatch still waits for the agent to decide again;
@@ -192,31 +181,38 @@ impl Nemesis {
         self.moment(Trigger::AfterCommit(nth));
     }
 
-    /// Called by the authority once it has answered the introspection it
-    /// last counted, before the answer leaves: a revocation due then lands
-    /// between the target's check and its dispatch.
-    pub(crate) fn after_introspection(&self) {
-        let nth = lock(&self.state).introspections;
-        self.moment(Trigger::AfterIntrospection(nth));
-    }
-
     /// Called by the agent when its Nth call step has ended.
     pub(crate) fn after_call(&self, number: u32) {
         self.moment(Trigger::AfterCall(number));
     }
 
     /// One thing happens to an exchange: the winning verdict, alone recorded.
+    /// The role that asked carries it out; what is left here is what others
+    /// must hear of it later (the driver, a crash; the agent, a stall).
     fn exchange(&self, event: Event) -> Option<Action> {
         let (index, action) = fault::winner(&self.faults, event)?;
         self.record(
             Happened::Fault { index, action },
             self.faults[index].to_string(),
         );
-        if let Some(restart_after) = action.restart_after() {
-            lock(&self.state).crash_requests.push_back(restart_after);
-        }
-        if action == Action::Stall {
-            lock(&self.state).stalls += 1;
+        match action {
+            Action::CrashBeforeDispatch { restart_after }
+            | Action::CrashAfterCommit { restart_after } => {
+                lock(&self.state).crash_requests.push_back(restart_after);
+            }
+            Action::Stall => lock(&self.state).stalls += 1,
+            Action::LoseRequest(_)
+            | Action::LoseAnswer { .. }
+            | Action::DelayAnswer { .. }
+            | Action::ProviderError { .. }
+            | Action::Redeliver
+            | Action::AuthorityDown => {}
+            // A rule that waits for a moment has no verdict on an exchange.
+            Action::AdvanceClock(_)
+            | Action::Revoke(_)
+            | Action::Replan { .. }
+            | Action::CrashAgent { .. }
+            | Action::ApproveAgain { .. } => {}
         }
         Some(action)
     }
@@ -225,8 +221,8 @@ impl Nemesis {
     /// world suffers (a clock jump, a revocation, the agent's crash) happens
     /// here; what the planner does (a re-plan, a second approval) is handed
     /// back to the agent, which asked.
-    fn moment(&self, trigger: Trigger) -> Vec<Action> {
-        let mut for_the_agent = Vec::new();
+    fn moment(&self, trigger: Trigger) -> ForThePlanner {
+        let mut for_the_planner = ForThePlanner::default();
         for (index, fault) in self.faults.iter().enumerate() {
             let Some(action) = fault.verdict(Event::Moment(trigger)) else {
                 continue;
@@ -247,7 +243,7 @@ impl Nemesis {
                 },
                 Action::Revoke(grant) => {
                     for token in &self.tokens {
-                        self.authority.revoke(token, grant, &self.tool);
+                        self.grants.revoke(token, grant, &self.tool);
                     }
                 }
                 Action::CrashAgent { restart_after } => {
@@ -262,13 +258,24 @@ impl Nemesis {
                         self.agent_crashes.send_modify(|crashes| *crashes += 1);
                     }
                 }
-                Action::Replan { .. } | Action::ApproveAgain { .. } => for_the_agent.push(action),
+                Action::Replan { times, wording } => {
+                    for_the_planner.replans.push((times, wording));
+                }
+                Action::ApproveAgain { gap } => for_the_planner.second_approvals.push(gap),
                 // A rule that acts on exchanges has no verdict at a moment.
-                _ => continue,
+                Action::CrashBeforeDispatch { .. }
+                | Action::LoseRequest(_)
+                | Action::CrashAfterCommit { .. }
+                | Action::LoseAnswer { .. }
+                | Action::Stall
+                | Action::DelayAnswer { .. }
+                | Action::ProviderError { .. }
+                | Action::Redeliver
+                | Action::AuthorityDown => continue,
             }
             self.record(Happened::Fault { index, action }, fault.to_string());
         }
-        for_the_agent
+        for_the_planner
     }
 
     /// The restart delay of the next crash for the driver to carry out.
@@ -291,6 +298,23 @@ impl Nemesis {
 
     pub(crate) fn events(&self) -> Vec<FaultEvent> {
         lock(&self.state).events.clone()
+    }
+}
+
+/// The authority asks through its grants, so that it needs no nemesis.
+impl Introspections for Nemesis {
+    fn introspection(&self) -> Option<Action> {
+        let nth = {
+            let mut state = lock(&self.state);
+            state.introspections += 1;
+            state.introspections
+        };
+        self.exchange(Event::Introspection(nth))
+    }
+
+    fn after_introspection(&self) {
+        let nth = lock(&self.state).introspections;
+        self.moment(Trigger::AfterIntrospection(nth));
     }
 }
 
@@ -362,13 +386,13 @@ mod tests {
     fn nemesis(faults: Vec<Fault>) -> Nemesis {
         let timeline: Arc<dyn Timeline> = Arc::new(Zero);
         let clock = Arc::new(HarnessClock::on_timeline(0, timeline.clone()));
-        let authority = Arc::new(Authority::new(timeline.clone()));
-        authority.grant("tok", "agent", "north", "send");
+        let grants = Grants::default();
+        grants.grant("tok", "agent", "north", "send");
         Nemesis::new(
             faults,
             timeline,
             clock,
-            authority,
+            grants,
             vec!["tok".into()],
             "send".into(),
         )

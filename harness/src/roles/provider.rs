@@ -104,6 +104,97 @@ enum Decision {
     Decline,
 }
 
+/// What the nemesis's verdict on a dispatch has the provider do, at each of
+/// its steps. Read from the verdict in one place, [`Fate::of`], so that a
+/// new verdict is placed there or does not build.
+struct Fate {
+    before: Before,
+    fails: Option<Fails>,
+    answer: Delivery,
+}
+
+/// Before acting on the dispatch.
+enum Before {
+    Act,
+    /// The target is killed holding the connection.
+    Crash,
+    /// The dispatch never arrives.
+    Lose(LossMode),
+}
+
+/// A `500` answered instead of acting, or after.
+enum Fails {
+    Instead,
+    AfterCommit,
+}
+
+/// The answer, once the provider acted.
+enum Delivery {
+    Now,
+    /// The target is killed before it hears back.
+    Crash,
+    /// Held past the agent's patience, then sent.
+    Held,
+    Lose(LossMode),
+    Late(Duration),
+}
+
+impl Fate {
+    const UNHARMED: Fate = Fate {
+        before: Before::Act,
+        fails: None,
+        answer: Delivery::Now,
+    };
+
+    fn of(verdict: Option<Action>) -> Fate {
+        let Some(action) = verdict else {
+            return Fate::UNHARMED;
+        };
+        match action {
+            Action::CrashBeforeDispatch { .. } => Fate {
+                before: Before::Crash,
+                ..Fate::UNHARMED
+            },
+            Action::LoseRequest(mode) => Fate {
+                before: Before::Lose(mode),
+                ..Fate::UNHARMED
+            },
+            Action::ProviderError { committed } => Fate {
+                fails: Some(match committed {
+                    true => Fails::AfterCommit,
+                    false => Fails::Instead,
+                }),
+                ..Fate::UNHARMED
+            },
+            Action::CrashAfterCommit { .. } => Fate {
+                answer: Delivery::Crash,
+                ..Fate::UNHARMED
+            },
+            Action::Stall => Fate {
+                answer: Delivery::Held,
+                ..Fate::UNHARMED
+            },
+            Action::LoseAnswer { mode, .. } => Fate {
+                answer: Delivery::Lose(mode),
+                ..Fate::UNHARMED
+            },
+            Action::DelayAnswer { by, .. } => Fate {
+                answer: Delivery::Late(by),
+                ..Fate::UNHARMED
+            },
+            // Verdicts on the agent's answers, on introspections, or at
+            // moments: none is given on a dispatch.
+            Action::Redeliver
+            | Action::AuthorityDown
+            | Action::AdvanceClock(_)
+            | Action::Revoke(_)
+            | Action::Replan { .. }
+            | Action::CrashAgent { .. }
+            | Action::ApproveAgain { .. } => Fate::UNHARMED,
+        }
+    }
+}
+
 impl Provider {
     pub(crate) fn new(
         config: ProviderConfig,
@@ -243,33 +334,33 @@ impl Provider {
             }
         };
 
-        let fate = self.nemesis.dispatch(number);
-        match fate {
-            Some(Action::CrashBeforeDispatch { .. }) => {
+        let fate = Fate::of(self.nemesis.dispatch(number));
+        match fate.before {
+            Before::Act => {}
+            Before::Crash => {
                 finished();
                 // The target dies holding this connection; the answer never matters.
                 tokio::time::sleep(self.config.hold).await;
                 return Err(Abort);
             }
-            Some(Action::LoseRequest(mode)) => {
+            Before::Lose(mode) => {
                 finished();
                 return self.lose(mode).await;
             }
-            _ => {}
         }
         if !self.config.processing_delay.is_zero() {
             tokio::time::sleep(self.config.processing_delay).await;
         }
 
-        let answer = match (&incoming.payload, fate) {
+        let answer = match (&incoming.payload, fate.fails) {
             (Err(why), _) => {
                 record.disposition = Disposition::Malformed;
                 Answer::Malformed { why: why.clone() }
             }
             // The provider fails before acting: nothing happens, and a
             // provider that saves errors will answer this key so from now on.
-            (Ok(_), Some(Action::ProviderError { committed: false })) => self.fail(&mut record),
-            (Ok(payload), Some(Action::ProviderError { committed: true })) => {
+            (Ok(_), Some(Fails::Instead)) => self.fail(&mut record),
+            (Ok(payload), Some(Fails::AfterCommit)) => {
                 let committed = self.commit(&mut record, payload, incoming.resource);
                 match record.disposition {
                     Disposition::Committed { .. } => self.save_error(&record),
@@ -278,30 +369,30 @@ impl Provider {
                     _ => committed,
                 }
             }
-            (Ok(payload), _) => self.commit(&mut record, payload, incoming.resource),
+            (Ok(payload), None) => self.commit(&mut record, payload, incoming.resource),
         };
         self.lock().ledger.dispatches[number as usize - 1] = record;
         finished();
         self.nemesis.after_commit(number);
         let response = api.answer(self, answer, incoming.key.as_deref());
 
-        match fate {
-            Some(Action::CrashAfterCommit { .. }) => {
+        match fate.answer {
+            Delivery::Now => Ok(response),
+            Delivery::Crash => {
                 tokio::time::sleep(self.config.hold).await;
                 Err(Abort)
             }
             // Committed; the answer comes, but only after the agent stopped
             // waiting for the attempt that asked.
-            Some(Action::Stall) => {
+            Delivery::Held => {
                 tokio::time::sleep(self.config.hold).await;
                 Ok(response)
             }
-            Some(Action::LoseAnswer { mode, .. }) => self.lose(mode).await,
-            Some(Action::DelayAnswer { by, .. }) => {
+            Delivery::Lose(mode) => self.lose(mode).await,
+            Delivery::Late(by) => {
                 tokio::time::sleep(by).await;
                 Ok(response)
             }
-            _ => Ok(response),
         }
     }
 

@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use chaos_kit::http::{Request, Response};
+use chaos_kit::http::{Client, Request, Response};
 use chaos_kit::protocol::{AnswerBody, Outcome, IDEMPOTENT_REPLAYED};
 use serde_json::Value;
 
-use super::{CallArguments, CallValues, Way};
+use super::{over_http, CallArguments, CallValues, Outgoing, Sending, Way};
 use crate::braces::{self, Piece};
 use crate::history::Answer;
 
@@ -107,12 +107,19 @@ impl Way for Mapping {
         check_arguments(&self.request, target, calls)
     }
 
-    fn request(&self, values: &CallValues<'_>, headers: &BTreeMap<String, String>) -> Request {
-        self.request.build(values, headers)
-    }
-
-    fn read(&self, response: &Response) -> Answer {
-        self.response.interpret(response)
+    fn send<'a>(
+        &'a self,
+        http: &'a Client,
+        target: &'a str,
+        outgoing: &'a Outgoing<'a>,
+    ) -> Sending<'a> {
+        Box::pin(over_http(
+            http,
+            target,
+            outgoing,
+            |values, headers| self.request.build(values, headers),
+            |response| self.response.interpret(response),
+        ))
     }
 }
 

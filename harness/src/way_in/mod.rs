@@ -8,8 +8,8 @@
 //!   file's `[request]` and `[response]` tables (§1.2).
 //!
 //! A unit decides, once per cell before anything runs, whether a scenario's
-//! calls give it what it needs ([`Way::admit`]); then builds each attempt's
-//! request and reads each answer. What happens around an attempt (timeouts,
+//! calls give it what it needs ([`Way::admit`]); then carries each attempt
+//! and reads its answer ([`Way::send`]). What happens around an attempt (timeouts,
 //! retries, the faults on the answer) is the agent's, the same for every way
 //! in. Adding a way in is its file, one line in [`ways!`] below, the table
 //! that selects it in `target_file/`, a section of the protocol doc, an
@@ -19,9 +19,12 @@ pub(crate) mod mapped;
 mod protocol;
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
 
 use bytes::Bytes;
-use chaos_kit::http::{Request, Response};
+use chaos_kit::http::{CallFailure, Client, Request, Response};
 
 use crate::history::Answer;
 pub(crate) use mapped::Mapping;
@@ -65,12 +68,59 @@ pub(crate) trait Way: Send + Sync {
     fn admit(&self, _calls: &[CallArguments], _target: &str) -> Result<(), String> {
         Ok(())
     }
-    /// One attempt's request, before the chaos headers (attempt, run, step,
-    /// tool-call ids and the trace), which go with any way in.
-    fn request(&self, values: &CallValues<'_>, headers: &BTreeMap<String, String>) -> Request;
-    /// An answer as the agent reads it; one it cannot read is `unknown`,
-    /// saying why.
-    fn read(&self, response: &Response) -> Answer;
+    /// Carries one attempt to the target at `target` and reads its answer;
+    /// a transport failure (a timeout, a reset) is the agent's to judge.
+    /// `http` is the trial's client (simulated or real, gated while the
+    /// target is down): a way in over HTTP goes through it.
+    fn send<'a>(
+        &'a self,
+        http: &'a Client,
+        target: &'a str,
+        outgoing: &'a Outgoing<'a>,
+    ) -> Sending<'a>;
+}
+
+/// What an attempt comes back with.
+pub(crate) type Sending<'a> = Pin<Box<dyn Future<Output = Result<Reply, CallFailure>> + Send + 'a>>;
+
+/// One attempt as the agent hands it to a way in.
+pub(crate) struct Outgoing<'a> {
+    pub values: &'a CallValues<'a>,
+    /// The scenario's extra headers for this call.
+    pub headers: &'a BTreeMap<String, String>,
+    /// chaos's identities of the attempt (attempt, run, step and tool-call
+    /// ids, the trace): name and value, carried wherever the way in can.
+    pub identities: &'a [(&'a str, &'a str)],
+    /// How long the agent waits for the answer.
+    pub timeout: Duration,
+}
+
+/// A target's answer to one attempt, read.
+pub(crate) struct Reply {
+    pub answer: Answer,
+    /// How long the target asked the agent to wait before retrying.
+    pub retry_after: Option<Duration>,
+}
+
+/// An attempt over HTTP through `http`: the request `build` makes, with
+/// the identities as headers, and the answer `read` reads. Shared by the
+/// ways in that speak HTTP.
+pub(super) async fn over_http(
+    http: &Client,
+    target: &str,
+    outgoing: &Outgoing<'_>,
+    build: impl Fn(&CallValues<'_>, &BTreeMap<String, String>) -> Request,
+    read: impl Fn(&Response) -> Answer,
+) -> Result<Reply, CallFailure> {
+    let request = outgoing.identities.iter().fold(
+        build(outgoing.values, outgoing.headers),
+        |request, (name, value)| request.header(name, *value),
+    );
+    let response = http.call(target, request, outgoing.timeout).await?;
+    Ok(Reply {
+        answer: read(&response),
+        retry_after: mapped::retry_after(&response),
+    })
 }
 
 impl Default for WayIn {
@@ -84,16 +134,13 @@ impl WayIn {
         self.unit().admit(calls, target)
     }
 
-    pub(crate) fn request(
-        &self,
-        values: &CallValues<'_>,
-        headers: &BTreeMap<String, String>,
-    ) -> Request {
-        self.unit().request(values, headers)
-    }
-
-    pub(crate) fn read(&self, response: &Response) -> Answer {
-        self.unit().read(response)
+    pub(crate) fn send<'a>(
+        &'a self,
+        http: &'a Client,
+        target: &'a str,
+        outgoing: &'a Outgoing<'a>,
+    ) -> Sending<'a> {
+        self.unit().send(http, target, outgoing)
     }
 }
 

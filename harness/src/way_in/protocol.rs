@@ -8,12 +8,11 @@
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
-use chaos_kit::http::{Request, Response};
+use chaos_kit::http::Client;
 use chaos_kit::protocol::Outcome;
 
 use super::mapped::{RequestMapping, ResponseMapping};
-use super::{CallValues, Way};
-use crate::history::Answer;
+use super::{over_http, Outgoing, Sending, Way};
 
 /// The protocol, with the target file's `[status]` overrides.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,13 +33,20 @@ impl Protocol {
 }
 
 impl Way for Protocol {
-    fn request(&self, values: &CallValues<'_>, headers: &BTreeMap<String, String>) -> Request {
+    fn send<'a>(
+        &'a self,
+        http: &'a Client,
+        target: &'a str,
+        outgoing: &'a Outgoing<'a>,
+    ) -> Sending<'a> {
         // Parsed once: every attempt of every trial builds with it.
         static PROTOCOL: LazyLock<RequestMapping> = LazyLock::new(RequestMapping::default);
-        PROTOCOL.build(values, headers)
-    }
-
-    fn read(&self, response: &Response) -> Answer {
-        self.response.interpret(response)
+        Box::pin(over_http(
+            http,
+            target,
+            outgoing,
+            |values, headers| PROTOCOL.build(values, headers),
+            |response| self.response.interpret(response),
+        ))
     }
 }
