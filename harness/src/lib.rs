@@ -9,12 +9,19 @@
 //! ```
 //!
 //! - [`scenario`]: strict TOML in, a validated [`Scenario`] out; [`fault`]: the
-//!   fault kinds, one file each, as rules; `target_file`: how to run a live target;
+//!   fault kinds, one file each, as rules; `target_file`: how to run a live
+//!   target, config only, a file per table;
 //! - `plan`: keys, subjects, payload bytes and timeouts of one [`Trial`];
 //! - `trial`: one trial through `plan -> Driver::run -> check -> Judged`,
 //!   the same for both drivers: `sim` (a deterministic turmoil simulation)
 //!   and `live` (a real process on 127.0.0.1), which drive the harness's
 //!   `roles` (agent, provider, authority, nemesis) and never judge;
+//! - the live wing's three registries, one file per unit, as `fault` is:
+//!   `provider_api` (what the provider speaks: chaos, stripe, smtp),
+//!   `way_in` (how a call reaches the target: protocol, mapped) and
+//!   `callers` (what makes the calls: agent); the first two sit below the
+//!   target file, which names their units, and know no role (a provider API
+//!   sees the provider's core only as the `Desk` it implements);
 //! - [`history`]: what a run produced, the agent's history and the provider's ledger;
 //! - `check`: the checkers, one file per family, composed into a [`Verdict`];
 //! - `runner`: every (scenario, target, seed) trial of a [`Sweep`], or one
