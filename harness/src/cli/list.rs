@@ -73,7 +73,7 @@ pub(super) fn list(args: ListArgs) -> Result<Exit, Error> {
     // What a target file can choose, each with its docs line: the
     // registries' own, so this list cannot fall behind them.
     outln!("provider APIs ([provider] api = NAME in a target file):");
-    for api in ProviderApi::every() {
+    for api in ProviderApi::ALL {
         outln!("  {:<34} {}", api.as_str(), api.doc());
     }
     outln!("ways in (how the calls reach a live target):");
