@@ -1,6 +1,6 @@
 """Stripe's idempotency contract, as the official `stripe` SDK meets it at
 chaos's Stripe-shaped provider. Run by the harness's tests
-(harness/src/roles/stripe.rs, `sdk`), one case at a time:
+(harness/src/provider_api/stripe.rs, `sdk`), one case at a time:
 
     .venv/bin/python contract.py CASE http://127.0.0.1:PORT [INVOICE]
 

@@ -6,7 +6,7 @@
 //! cells its README names; a scenario whose provider contradicts Stripe's
 //! contract is not run against it. The contract itself, case by case
 //! against the same SDK, is tested beside the provider
-//! (`harness/src/roles/stripe.rs`, `sdk`).
+//! (`harness/src/provider_api/stripe.rs`, `sdk`).
 
 mod common;
 
