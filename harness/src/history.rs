@@ -160,54 +160,28 @@ impl FaultEvent {
         }
     }
 
-    /// How far every wall clock jumped, for a clock jump (waited out or not).
+    /// How far every wall clock jumped, for a clock jump (waited out or
+    /// not). A reader's question about one kind
+    /// of verdict, not a role carrying one out, so it names only that one.
     pub fn clock_jump(&self) -> Option<Duration> {
         match self.what {
-            Happened::Fault { action, .. } => match action {
-                Action::AdvanceClock(by) => Some(by),
-                // Listed, so that a new verdict says whether it jumps the clock.
-                Action::CrashBeforeDispatch { .. }
-                | Action::LoseRequest(_)
-                | Action::CrashAfterCommit { .. }
-                | Action::LoseAnswer { .. }
-                | Action::Stall
-                | Action::DelayAnswer { .. }
-                | Action::ProviderError { .. }
-                | Action::Redeliver
-                | Action::AuthorityDown
-                | Action::Revoke(_)
-                | Action::Replan { .. }
-                | Action::CrashAgent { .. }
-                | Action::ApproveAgain { .. } => None,
-            },
-            Happened::ClockWaited { by, .. } => Some(by),
-            Happened::TargetKilled | Happened::TargetRestarted => None,
+            Happened::Fault {
+                action: Action::AdvanceClock(by),
+                ..
+            }
+            | Happened::ClockWaited { by, .. } => Some(by),
+            Happened::Fault { .. } | Happened::TargetKilled | Happened::TargetRestarted => None,
         }
     }
 
     pub fn is_revocation(&self) -> bool {
-        match self.what {
-            Happened::Fault { action, .. } => match action {
-                Action::Revoke(_) => true,
-                // Listed, so that a new verdict says whether it takes a grant.
-                Action::CrashBeforeDispatch { .. }
-                | Action::LoseRequest(_)
-                | Action::CrashAfterCommit { .. }
-                | Action::LoseAnswer { .. }
-                | Action::Stall
-                | Action::DelayAnswer { .. }
-                | Action::ProviderError { .. }
-                | Action::Redeliver
-                | Action::AuthorityDown
-                | Action::AdvanceClock(_)
-                | Action::Replan { .. }
-                | Action::CrashAgent { .. }
-                | Action::ApproveAgain { .. } => false,
-            },
-            Happened::ClockWaited { .. } | Happened::TargetKilled | Happened::TargetRestarted => {
-                false
+        matches!(
+            self.what,
+            Happened::Fault {
+                action: Action::Revoke(_),
+                ..
             }
-        }
+        )
     }
 }
 

@@ -110,9 +110,10 @@ pub(crate) trait Api: Sync {
     fn binds_keys_to_endpoints(&self) -> bool {
         false
     }
-    /// The answer to a request whose key another request is executing, when
-    /// the contract refuses those rather than running them side by side.
-    fn in_flight_answer(&self) -> Option<Response> {
+    /// How to answer a request whose key another request is executing,
+    /// when the contract refuses those rather than running them side by
+    /// side; built only when a request is refused.
+    fn in_flight_answer(&self) -> Option<fn() -> Response> {
         None
     }
     /// Serves its own requests on `desk`'s behalf: `None` for a request
@@ -179,7 +180,7 @@ impl ProviderApi {
         self.unit().binds_keys_to_endpoints()
     }
 
-    pub(crate) fn in_flight_answer(self) -> Option<Response> {
+    pub(crate) fn in_flight_answer(self) -> Option<fn() -> Response> {
         self.unit().in_flight_answer()
     }
 

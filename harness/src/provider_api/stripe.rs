@@ -96,8 +96,8 @@ impl Api for Stripe {
         true
     }
 
-    fn in_flight_answer(&self) -> Option<Response> {
-        Some(in_flight_answer())
+    fn in_flight_answer(&self) -> Option<fn() -> Response> {
+        Some(in_flight_answer)
     }
 
     fn route(&self, desk: Arc<dyn Desk>, request: Request) -> Option<Answering<'static>> {

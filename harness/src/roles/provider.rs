@@ -321,7 +321,7 @@ impl Provider {
             let mut state = self.lock();
             if let Some((key, refusal)) = &in_flight {
                 if !state.in_flight.insert(key.clone()) {
-                    return Ok(refusal.clone());
+                    return Ok(refusal());
                 }
             }
             record.number = state.ledger.dispatches.len() as u32 + 1;

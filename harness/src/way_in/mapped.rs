@@ -218,7 +218,7 @@ impl RequestMapping {
 /// names: the error names the placeholder, the call and the arguments it
 /// has. Only the scenario knows the arguments, so this is checked per
 /// cell before its trials run, not when the target file is read.
-pub(crate) fn check_arguments(
+fn check_arguments(
     mapping: &RequestMapping,
     target: &str,
     calls: &[CallArguments],
