@@ -9,7 +9,7 @@ use chaos::cli::{self, Cli};
 use chaos::{Error, Exit};
 
 // A simulation allocates and frees thousands of small buffers (segments,
-// headers, JSON); mimalloc measurably shortens that path (see README, Performance).
+// headers, JSON); mimalloc measurably shortens that path (see docs/performance.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -1,4 +1,4 @@
-//! `chaos bench --explore`: the exploration figures of the README, at full
+//! `chaos bench --explore`: the exploration figures of docs/performance.md, at full
 //! counts. Against the correct target (`runtime-ledger`), 10,000 cases must
 //! find nothing; against each broken one (`fresh-key`, `args-hash`, and
 //! `ledger`, which a re-plan under a new key defeats), every seed must find a

@@ -15,7 +15,7 @@
 //! One file per kind. A kind owns its file shape and validation, its
 //! description, its rule, its role, how `chaos explore` generates and shrinks
 //! it, and what live mode does with it. Adding a kind is its file, one line
-//! in [`kinds!`] below, a scenario that uses it and a row in the README's
+//! in [`kinds!`] below, a scenario that uses it and a row in docs/scenarios.md's
 //! table of kinds; the compiler asks for the rest inside the kind's file.
 
 mod approve;

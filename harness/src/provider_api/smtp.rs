@@ -33,7 +33,7 @@
 //! The protocol is hand-written (EHLO/HELO, MAIL, RCPT, DATA, RSET, NOOP,
 //! QUIT): the harness must own every byte around the reply to `DATA` (close
 //! instead of `250`, hold it, answer `451`), and the subset is a hundred
-//! lines; see the README's dependency notes.
+//! lines; see docs/dependencies.md.
 
 use std::sync::Arc;
 

@@ -874,14 +874,30 @@ mod sdk {
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/stripe-charges")
     }
 
+    /// The example's venv, made by its own `setup` when missing or stale: the
+    /// test needs no step before it on a clean machine. The setup is cached
+    /// (a no-op once requirements.txt is installed) and locked (tests running
+    /// it at once wait for one another).
+    fn venv_python() -> PathBuf {
+        let setup = example().join("setup");
+        let output = Command::new(&setup)
+            .output()
+            .unwrap_or_else(|error| panic!("{} did not start: {error}", setup.display()));
+        assert!(
+            output.status.success(),
+            "{} failed ({}): {}",
+            setup.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let python = example().join(".venv/bin/python");
+        assert!(python.is_file(), "{} made no {}", setup.display(), python.display());
+        python
+    }
+
     /// Runs `case` against a provider for the scenario TOML `extra`.
     fn run(case: &str, extra: &str, retention: Duration, invoice: Option<&str>) -> (Value, Ledger) {
-        let python = example().join(".venv/bin/python");
-        assert!(
-            python.is_file(),
-            "{} is missing: run examples/stripe-charges/setup first (.ci/run does)",
-            python.display()
-        );
+        let python = venv_python();
         let provider = provider(extra, retention);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)

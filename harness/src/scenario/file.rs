@@ -425,7 +425,7 @@ pub const MAX_SUBAGENTS: u32 = 16;
 /// A trial's size is bounded, so that planning, simulating and judging it
 /// takes milliseconds and a signal stops it at once: a scenario of 100,000
 /// calls took about 390 s to stop (issue 15). The limits are far above what
-/// any of the six tests or `chaos explore` need; README, "Limits".
+/// any of the six tests or `chaos explore` need; docs/scenarios.md, "Limits".
 pub const MAX_CALLS: usize = 100;
 pub const MAX_FAULTS: usize = 64;
 /// Attempts a trial may make, over every call: attempts x concurrency x subagents.
