@@ -83,9 +83,8 @@ fn anchors(markdown: &str) -> BTreeSet<String> {
 fn links(markdown: &str) -> Vec<String> {
     Parser::new_ext(markdown, Options::all())
         .filter_map(|event| match event {
-            Event::Start(Tag::Link { dest_url, .. }) | Event::Start(Tag::Image { dest_url, .. }) => {
-                Some(dest_url.to_string())
-            }
+            Event::Start(Tag::Link { dest_url, .. })
+            | Event::Start(Tag::Image { dest_url, .. }) => Some(dest_url.to_string()),
             _ => None,
         })
         .collect()
@@ -146,7 +145,10 @@ fn every_page_of_the_book_is_in_its_summary() {
     );
     // mdBook refuses a summary whose chapters do not exist (create-missing = false).
     for page in &listed {
-        assert!(docs.join(page).is_file(), "docs/SUMMARY.md lists {page}, which does not exist");
+        assert!(
+            docs.join(page).is_file(),
+            "docs/SUMMARY.md lists {page}, which does not exist"
+        );
     }
 }
 
@@ -166,7 +168,11 @@ fn the_readme_is_a_front_page() {
             _ => None,
         })
         .collect();
-    assert_eq!(levels.first(), Some(&HeadingLevel::H1), "README.md opens with its title");
+    assert_eq!(
+        levels.first(),
+        Some(&HeadingLevel::H1),
+        "README.md opens with its title"
+    );
 }
 
 /// `.ci/run` runs the line after this marker, exactly, as the test step.

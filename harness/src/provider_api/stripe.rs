@@ -891,7 +891,12 @@ mod sdk {
             String::from_utf8_lossy(&output.stderr)
         );
         let python = example().join(".venv/bin/python");
-        assert!(python.is_file(), "{} made no {}", setup.display(), python.display());
+        assert!(
+            python.is_file(),
+            "{} made no {}",
+            setup.display(),
+            python.display()
+        );
         python
     }
 
