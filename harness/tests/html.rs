@@ -156,7 +156,7 @@ fn load(browser: &Path, page: &Path) -> Loaded {
 
 /// The console check can fail: a page that logs an error and throws is caught.
 #[test]
-#[ignore = "needs chromium: run with --run-ignored all (.ci/run does)"]
+#[ignore = "needs chromium: run with --run-ignored only (.ci/run does)"]
 fn the_console_check_catches_a_broken_page() {
     let browser = browser_or_fail();
     let dir = common::temp_dir("html-probe");
@@ -216,7 +216,7 @@ const MEASURE: &str = r#"<script>
 // guards: without a browser this test reported PASS, the skip invisible in
 // nextest's summary (issue 15)
 #[test]
-#[ignore = "needs chromium: run with --run-ignored all (.ci/run does)"]
+#[ignore = "needs chromium: run with --run-ignored only (.ci/run does)"]
 fn the_report_loads_without_console_errors_and_shows_the_swimlanes() {
     let browser = browser_or_fail();
     let summary = summary();
