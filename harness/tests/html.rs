@@ -7,7 +7,7 @@
 //! The browser tests are `#[ignore]`d, so that `cargo nextest run` shows them
 //! as skipped where no browser is promised: a runtime skip used to count as a
 //! PASS (issue 15). `.ci/run` installs chromium and runs them with
-//! `--run-ignored all`; run that way, a missing browser is a failure.
+//! `--run-ignored only`; run that way, a missing browser is a failure.
 //! `CHAOS_CHROMIUM` names another browser binary.
 
 mod common;
