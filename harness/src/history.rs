@@ -152,6 +152,23 @@ pub enum Happened {
 }
 
 impl FaultEvent {
+    /// Which declared fault acted, and what it did in a few words; `None`
+    /// for what the driver carried out (a kill, a restart).
+    pub fn act(&self) -> Option<(usize, String)> {
+        match self.what {
+            Happened::Fault { index, action } => Some((index, action.what())),
+            Happened::ClockWaited { index, by, waited } => Some((
+                index,
+                format!(
+                    "waited {} for a {} clock jump",
+                    humantime::format_duration(waited),
+                    humantime::format_duration(by)
+                ),
+            )),
+            Happened::TargetKilled | Happened::TargetRestarted => None,
+        }
+    }
+
     /// Index into the scenario's faults; `None` for what the driver did.
     pub fn fault(&self) -> Option<usize> {
         match self.what {

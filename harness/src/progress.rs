@@ -45,7 +45,11 @@ impl CellDone<'_> {
     /// `        FAIL [   0.412s] ( 3/45) changed-payload x fresh-key: effects 2/1 · 3/3 seeds`:
     /// the verdict right-aligned, then the time, so a CI log scans by column.
     pub fn line(&self) -> String {
-        let verdict = self.verdict.to_uppercase();
+        // `PASS (1 warning)`, `UNKNOWN (vacuous)`: the status shouts, its note does not.
+        let verdict = match self.verdict.split_once(' ') {
+            Some((status, note)) => format!("{} {note}", status.to_uppercase()),
+            None => self.verdict.to_uppercase(),
+        };
         let width = self.cells.to_string().len();
         format!(
             "{verdict:>12} [{:>8.3}s] ({:>width$}/{}) {} x {}: {}",

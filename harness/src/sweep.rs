@@ -128,6 +128,8 @@ pub struct Sweep {
     /// Try every cell of a live target that never got ready, instead of
     /// giving up on the rest after the first (`--keep-trying`).
     pub keep_trying: bool,
+    /// `--deny warnings`: a cell whose seeds only warned fails.
+    pub deny_warnings: bool,
 }
 
 impl Sweep {
@@ -138,6 +140,7 @@ impl Sweep {
             payloads: Payloads::Redacted,
             failures_kept: FAILURES_KEPT_PER_CELL,
             keep_trying: false,
+            deny_warnings: false,
         }
     }
 }

@@ -71,3 +71,35 @@ fn the_checked_in_reference_reports_are_fresh() {
             .unwrap();
     common::assert_valid_report(&report);
 }
+
+/// Issue 22: a pass must mean the fault happened. Every fault of every
+/// shipped scenario acts on every seed against every reference target it is
+/// run against, or the scenario declares it `optional` (with its reason in a
+/// comment). The reference report is the run that shows it (the test above
+/// keeps it fresh).
+#[test]
+fn every_shipped_fault_acts_against_every_reference_target() {
+    let report: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(common::repo_root().join("reports/reference/report.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let mut idle = Vec::new();
+    let mut faults_seen = 0;
+    for cell in report["cells"].as_array().unwrap() {
+        let seeds_run = cell["seeds_run"].as_u64().unwrap();
+        assert!(seeds_run > 0, "{cell}");
+        for fault in cell["faults"].as_array().unwrap() {
+            faults_seen += 1;
+            let optional = fault["optional"].as_bool().unwrap_or(false);
+            if !optional && fault["seeds_acted"].as_u64() != Some(seeds_run) {
+                idle.push(format!(
+                    "{} x {}: fault {} acted on {}/{seeds_run} seeds",
+                    cell["scenario"], cell["target"], fault["description"], fault["seeds_acted"]
+                ));
+            }
+        }
+    }
+    assert!(faults_seen > 100, "the reference run declares faults");
+    assert!(idle.is_empty(), "{}", idle.join("\n"));
+}

@@ -55,15 +55,37 @@ fn counts(run: &RunView<'_>, operation: &OperationView<'_>, findings: &mut Findi
     let name = operation.name;
     let (expected, expected_max) = (operation.expected, operation.expected_max);
     let count = operation.effects.len() as u32;
-    if count > expected_max {
-        let extra = operation.effects[expected_max as usize];
-        let culprit = operation
+    let culprit = |extra: &crate::history::Effect| {
+        operation
             .attempts
             .iter()
             .filter(|attempt| attempt.spans(extra.at))
             .max_by_key(|attempt| attempt.sent_at)
             .map(|attempt| format!("during attempt {}", describe(attempt)))
-            .unwrap_or_else(|| "while no attempt was in flight".into());
+            .unwrap_or_else(|| "while no attempt was in flight".into())
+    };
+    if let Some(crowded) = &operation.crowded {
+        // Judged epoch by epoch: an epoch that opened past the retention
+        // with nothing in it excuses nothing in this one.
+        let extra = crowded.extra;
+        findings.fail(
+            anchor,
+            Check::DuplicateEffect,
+            Some(name),
+            format!(
+                "operation '{name}': {} effects within one retention epoch (opened at {} ms), expected {expected} per epoch; effect {} ({}, dispatch {} at {} ms) was committed {}",
+                crowded.effects,
+                crowded.starts_at,
+                operation.effects.iter().position(|effect| std::ptr::eq(*effect, extra)).map_or(0, |at| at + 1),
+                extra.receipt,
+                extra.dispatch,
+                extra.at,
+                culprit(extra)
+            ),
+        );
+    } else if count > expected_max {
+        let extra = operation.effects[expected_max as usize];
+        let culprit = culprit(extra);
         findings.fail(
             anchor,
             Check::DuplicateEffect,
@@ -324,6 +346,38 @@ mod tests {
         };
         assert!(!late_retry(7).has(Check::DuplicateEffect));
         assert!(late_retry(500).has(Check::DuplicateEffect));
+    }
+
+    /// Issue 22: a burst of two effects in the first epoch, then a retry
+    /// past the retention that committed nothing. The empty second epoch
+    /// used to raise the allowance to 2 and pass the burst.
+    #[test]
+    fn an_empty_epoch_does_not_excuse_a_burst_in_an_earlier_one() {
+        let burst = |second_epoch_commits: bool| {
+            let case = Case::new(TWO_CALLS)
+                .retention_days(7)
+                .commit(1, 3)
+                .commit(1, 4)
+                .answer(1, 1, 5, Outcome::Applied)
+                .clock_jump(6, 400);
+            let case = if second_epoch_commits {
+                case.commit(2, 9).answer(2, 8, 10, Outcome::Applied)
+            } else {
+                case.answer_with_receipt(2, 8, 10, Outcome::Replayed, "rcpt-2")
+            };
+            case.judge()
+        };
+        for second_epoch_commits in [false, true] {
+            let verdict = burst(second_epoch_commits);
+            let message = &verdict.finding(Check::DuplicateEffect).message;
+            assert!(
+                message.contains("2 effects within one retention epoch (opened at 1 ms), expected 1 per epoch; effect 2 (rcpt-2, dispatch 2 at 4 ms)"),
+                "{message}"
+            );
+        }
+        // What the empty epoch allows: nothing.
+        assert_eq!(burst(false).operations[0].expected_effects_max, 1);
+        assert_eq!(burst(true).operations[0].expected_effects_max, 2);
     }
 
     #[test]

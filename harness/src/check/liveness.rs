@@ -42,6 +42,24 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
             let attempts = run.attempts_of_call(call.number);
             join(attempts.iter().map(|attempt| attempt.summary()))
         };
+        // The target asked the agent to come back later (`pending`, or a
+        // wait it named) and the budget ran out first: say which line to
+        // write, not only that it was stuck.
+        let asked_to_wait = run.attempts_of_call(call.number).iter().any(|attempt| {
+            attempt
+                .answer()
+                .is_some_and(|answer| answer.outcome == Outcome::Pending)
+        });
+        let hint = if asked_to_wait {
+            let longer = trial.timing.retry_for.map_or(30, |retry_for| {
+                (retry_for.as_secs() * 2).max(30)
+            });
+            format!(
+                "; the target asked the agent to wait (`pending`) past its budget: give it longer in the target file, `[agent]` `retry-for = \"{longer}s\"`"
+            )
+        } else {
+            String::new()
+        };
 
         let label = format!(
             "call {} (operation '{name}', {} payload)",
@@ -87,7 +105,7 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
                         Check::Stuck,
                         Some(name),
                         format!(
-                            "{label}: never learned its outcome in {} ({}), expected {accepted}",
+                            "{label}: never learned its outcome in {} ({}), expected {accepted}{hint}",
                             budget(call.attempts),
                             seen()
                         ),
@@ -124,7 +142,7 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
                     Check::Stuck,
                     Some(name),
                     format!(
-                        "{label}: never learned the outcome in {} ({}), though the {} provider lets a target find it out",
+                        "{label}: never learned the outcome in {} ({}), though the {} provider lets a target find it out{hint}",
                         budget(call.attempts),
                         seen(),
                         trial.scenario.provider.profile
@@ -179,6 +197,10 @@ mod tests {
             .judge();
         let message = &verdict.finding(Check::Stuck).message;
         assert!(message.contains("never learned the outcome in 6 attempts (unknown, pending), though the lookup provider"), "{message}");
+        assert!(
+            message.ends_with("give it longer in the target file, `[agent]` `retry-for = \"30s\"`"),
+            "names the line to write: {message}"
+        );
         assert_eq!(verdict.safety, Status::Pass);
         assert_eq!(verdict.liveness, Liveness::Fail);
         assert_eq!(verdict.status, Status::Fail);

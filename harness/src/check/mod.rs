@@ -14,7 +14,11 @@
 //! - [`disclosure`]: whether a receipt or result reached a caller who may not see it;
 //! - [`liveness`]: whether each call ended as its scenario expects, and was not stuck;
 //! - [`authorization`]: whether each lab call got its stated decision, with
-//!   no effect for a denied or held one.
+//!   no effect for a denied or held one;
+//! - [`faults`]: whether every declared fault acted (a trial that tested
+//!   nothing is `unknown`);
+//! - [`race`]: warnings, which never fail a trial unless denied: a race the
+//!   provider's idempotency key absorbed.
 //!
 //! They compose as in Jepsen: a failure dominates, a run that could not
 //! finish is `unknown` unless what it recorded already fails, and a checker
@@ -23,9 +27,11 @@
 mod authorization;
 mod disclosure;
 mod effects;
+mod faults;
 mod honesty;
 mod liveness;
 mod payload;
+mod race;
 mod retention;
 pub(crate) mod view;
 
@@ -129,15 +135,21 @@ pub enum Check {
     UnexpectedOutcome,
     /// Liveness: the agent never learned the outcome it could have learned.
     Stuck,
+    /// A declared fault never acted in the trial: nothing was tested, so the
+    /// trial is `unknown` unless something else failed.
+    FaultNeverActed,
     /// The run could not complete (or a checker failed), so some invariants
     /// could not be judged.
     RunIncomplete,
+    /// A warning: concurrent attempts reached a keyed provider and its
+    /// idempotency store, not the layer, kept them to one effect.
+    RaceAbsorbedByProvider,
 }
 
 impl Check {
     /// Every check with its name, most specific first: the one table names
     /// come from (reports, the schema's enum, the README).
-    pub const ALL: [(Check, &'static str); 24] = [
+    pub const ALL: [(Check, &'static str); 26] = [
         (Check::WrongDecision, "wrong-decision"),
         (Check::Disclosure, "disclosure"),
         (
@@ -167,8 +179,16 @@ impl Check {
         (Check::MissingReference, "missing-reference"),
         (Check::UnexpectedOutcome, "unexpected-outcome"),
         (Check::Stuck, "stuck"),
+        (Check::FaultNeverActed, "fault-never-acted"),
         (Check::RunIncomplete, "run-incomplete"),
+        (Check::RaceAbsorbedByProvider, "race-absorbed-by-provider"),
     ];
+
+    /// A warning: shown under a cell that still passes, failing only under
+    /// `--deny warnings`.
+    pub fn is_warning(self) -> bool {
+        matches!(self, Check::RaceAbsorbedByProvider)
+    }
 
     /// Lower is more specific.
     pub fn specificity(self) -> u8 {
@@ -247,7 +267,12 @@ impl Verdict {
     pub fn decisive(&self) -> Option<&Finding> {
         self.findings
             .iter()
-            .min_by_key(|finding| finding.check.specificity())
+            .min_by_key(|finding| (finding.check.is_warning(), finding.check.specificity()))
+    }
+
+    /// The warnings found, each a finding that does not change the status.
+    pub fn warnings(&self) -> impl Iterator<Item = &Finding> {
+        (self.findings.iter()).filter(|finding| finding.check.is_warning())
     }
 
     /// The check that decided a failing verdict; `None` unless it failed.
@@ -261,6 +286,16 @@ impl Verdict {
     pub fn reason(&self) -> Option<String> {
         let decisive = self.decisive()?;
         Some(format!("{}: {}", decisive.check, decisive.message))
+    }
+
+    /// Whether the trial is undecided only because a declared fault never
+    /// acted: it ran to its end and tested nothing.
+    pub fn vacuous(&self) -> bool {
+        self.status == Status::Unknown
+            && (self.findings.iter()).any(|finding| finding.check == Check::FaultNeverActed)
+            && (self.findings.iter()).all(|finding| {
+                finding.check == Check::FaultNeverActed || finding.check.is_warning()
+            })
     }
 
     /// A verdict for a trial that could not be judged at all.
@@ -345,7 +380,7 @@ type Checker = fn(&RunView<'_>, &mut Findings);
 
 /// Every family, in the order they run (the order of findings is the
 /// [`Anchor`]'s, not this one).
-const CHECKERS: [(&str, Checker); 7] = [
+const CHECKERS: [(&str, Checker); 9] = [
     ("authorization", authorization::check),
     ("effects", effects::check),
     ("payload", payload::check),
@@ -353,6 +388,8 @@ const CHECKERS: [(&str, Checker); 7] = [
     ("disclosure", disclosure::check),
     ("retention", retention::check),
     ("liveness", liveness::check),
+    ("faults", faults::check),
+    ("race", race::check),
 ];
 
 /// Judges one run of `trial` against `target`.
@@ -395,11 +432,20 @@ fn compose(findings: Findings, operations: Vec<OperationSummary>) -> Verdict {
     let incomplete = findings
         .iter()
         .any(|finding| finding.check == Check::RunIncomplete);
-    let safety_failed = findings
+    // A fault that never acted leaves the safety claim untested; liveness
+    // was still judged on what happened.
+    let vacuous = findings
         .iter()
-        .any(|finding| !matches!(finding.check, Check::Stuck | Check::RunIncomplete));
+        .any(|finding| finding.check == Check::FaultNeverActed);
+    let safety_failed = findings.iter().any(|finding| {
+        !finding.check.is_warning()
+            && !matches!(
+                finding.check,
+                Check::Stuck | Check::RunIncomplete | Check::FaultNeverActed
+            )
+    });
     let stuck = findings.iter().any(|finding| finding.check == Check::Stuck);
-    let safety = match (safety_failed, incomplete) {
+    let safety = match (safety_failed, incomplete || vacuous) {
         (true, _) => Status::Fail,
         (false, true) => Status::Unknown,
         (false, false) => Status::Pass,
@@ -412,7 +458,7 @@ fn compose(findings: Findings, operations: Vec<OperationSummary>) -> Verdict {
     };
     let status = if safety == Status::Fail || liveness == Liveness::Fail {
         Status::Fail
-    } else if incomplete {
+    } else if incomplete || vacuous {
         Status::Unknown
     } else {
         Status::Pass

@@ -229,6 +229,17 @@ impl Case {
     pub(crate) fn decide_again(mut self, call: u32, drifted: bool) -> Case {
         let number = self.decided(call).number + 1;
         self.decisions.push((call, number, drifted));
+        // The scenario's re-plan is what decides again: it acted, then.
+        let has_replan = self.scenario.faults.iter().any(|fault| fault.kind() == "replan");
+        if has_replan {
+            let at = self.attempts.last().map_or(0, |attempt| attempt.ended_at);
+            let wording = if drifted {
+                crate::fault::Wording::Drifted
+            } else {
+                crate::fault::Wording::Same
+            };
+            return self.fault("replan", at, Action::Replan { times: 1, wording });
+        }
         self
     }
 

@@ -59,6 +59,10 @@ pub(crate) struct OperationView<'a> {
     /// reading with the more epochs allows the more).
     pub expected: u32,
     pub expected_max: u32,
+    /// The first retention epoch holding more effects than `expected`, in
+    /// every reading; `None` under a policy that refuses past the retention
+    /// (there the total is the whole judgement).
+    pub crowded: Option<Crowded<'a>>,
     /// Every attempt the target answered (even if the answer was then lost).
     pub answers: Vec<AnswerView<'a>>,
 }
@@ -345,10 +349,33 @@ impl<'a> OperationView<'a> {
         // Past the retention, only a policy that takes the retry for a new
         // operation allows it a new effect; a refusal allows none, and a
         // reconcile only where the provider forgot too (judged apart).
-        let epochs = match after_retention {
-            AfterRetention::Refuse => 1,
+        // An epoch counts by what it holds: a retry that lands past the
+        // retention opens one whether or not anything is committed in it, and
+        // an empty one must not excuse a burst in an earlier one (issue 22:
+        // a wait for `Retry-After` crossed the retention, and two effects of
+        // one concurrent burst passed as `3/3`). Each epoch is judged on its
+        // own ([`Epochs::crowded`]); the total allows one round per epoch
+        // that holds an effect.
+        let (epochs, crowded) = match after_retention {
+            AfterRetention::Refuse => (1, None),
             AfterRetention::NewOperation | AfterRetention::Reconcile => {
-                readings[0].starts.len() as u32
+                let holding = readings
+                    .iter()
+                    .map(|reading| reading.holding(&effects, &attempts))
+                    .max()
+                    .unwrap_or(1)
+                    .max(1);
+                // Crowded in every reading of a straddling attempt, or not
+                // at all; an operation the retention never split is judged
+                // by its total alone.
+                let split = readings.iter().any(|reading| reading.starts.len() > 1);
+                let crowded = match [&readings[0], &readings[1]]
+                    .map(|reading| reading.crowded(&effects, &attempts, expected))
+                {
+                    [Some(eager), Some(_)] if split => Some(eager),
+                    _ => None,
+                };
+                (holding, crowded)
             }
         };
         let expected_max = expected * epochs;
@@ -430,6 +457,7 @@ impl<'a> OperationView<'a> {
             readings,
             expected,
             expected_max,
+            crowded,
             answers,
         }
     }
@@ -547,6 +575,36 @@ pub(crate) fn attempts_of(run: &RunOutput, index: usize) -> Vec<&Attempt> {
     attempts
 }
 
+/// Whether each effect (by its candidate epochs) fits an epoch with `room`
+/// left; backtracking, over the handful of effects one operation has.
+fn place(candidates: &[Vec<usize>], room: &mut [u32]) -> bool {
+    let Some((first, rest)) = candidates.split_first() else {
+        return true;
+    };
+    for &epoch in first {
+        if room[epoch] == 0 {
+            continue;
+        }
+        room[epoch] -= 1;
+        let fits = place(rest, room);
+        room[epoch] += 1;
+        if fits {
+            return true;
+        }
+    }
+    false
+}
+
+/// A retention epoch holding more effects than one round of the operation
+/// may have.
+pub(crate) struct Crowded<'a> {
+    /// When the epoch opened (run time, ms).
+    pub starts_at: Ms,
+    pub effects: u32,
+    /// The first effect past the allowance.
+    pub extra: &'a Effect,
+}
+
 /// An operation's life split by the target's declared retention. Past it, the
 /// target's declared policy is that a retry may be a new operation: a new
 /// epoch, bound to its own payload and allowed its own effects. An attempt
@@ -642,6 +700,74 @@ impl Epochs {
             }
         }
         epochs
+    }
+
+    /// The epochs an effect may belong to: those of the attempts (of
+    /// `attempts`, in the view's order) in flight when it was committed, since
+    /// an attempt sent before a clock jump may commit after it; with none in
+    /// flight, the epoch under way then.
+    fn of_effect(&self, effect: &Effect, attempts: &[&Attempt]) -> Vec<usize> {
+        let mut epochs: Vec<usize> = (attempts.iter().enumerate())
+            .filter(|(_, attempt)| attempt.spans(effect.at))
+            .map(|(position, _)| self.of_attempt[position])
+            .collect();
+        epochs.sort_unstable();
+        epochs.dedup();
+        if epochs.is_empty() {
+            epochs.push(self.at(effect.at));
+        }
+        epochs
+    }
+
+    /// How many epochs may hold one of `effects` (an upper bound, erring on
+    /// the side of the target).
+    fn holding(&self, effects: &[&Effect], attempts: &[&Attempt]) -> u32 {
+        let held: std::collections::BTreeSet<usize> = (effects.iter())
+            .flat_map(|effect| self.of_effect(effect, attempts))
+            .collect();
+        held.len() as u32
+    }
+
+    /// Whether `effects` can be placed in epochs, each among those it may
+    /// belong to, with at most `expected` in any one; if not, the epoch that
+    /// overflows first and the effect past its allowance. The target gets
+    /// every benefit of the doubt: only a crowding no placement avoids counts.
+    fn crowded<'a>(
+        &self,
+        effects: &[&'a Effect],
+        attempts: &[&Attempt],
+        expected: u32,
+    ) -> Option<Crowded<'a>> {
+        let candidates: Vec<Vec<usize>> = (effects.iter())
+            .map(|effect| self.of_effect(effect, attempts))
+            .collect();
+        let mut room = vec![expected; self.starts.len()];
+        // More effects than all the epochs allow cannot fit; fewer are few
+        // enough to search every placement.
+        let fits = effects.len() <= expected as usize * self.starts.len()
+            && place(&candidates, &mut room);
+        if fits {
+            return None;
+        }
+        // No placement fits: name where the first greedy one overflows.
+        let mut room = vec![expected; self.starts.len()];
+        for (effect, epochs) in effects.iter().zip(&candidates) {
+            match epochs.iter().find(|epoch| room[**epoch] > 0) {
+                Some(epoch) => room[*epoch] -= 1,
+                None => {
+                    let epoch = epochs[0];
+                    let inside = (effects.iter().zip(&candidates))
+                        .filter(|(_, theirs)| theirs.contains(&epoch))
+                        .count() as u32;
+                    return Some(Crowded {
+                        starts_at: self.starts[epoch],
+                        effects: inside,
+                        extra: *effect,
+                    });
+                }
+            }
+        }
+        None
     }
 
     /// What epoch `epoch` is bound to: (payload fingerprint, intent fingerprint).

@@ -131,12 +131,13 @@ pub(super) fn explore(args: ExploreArgs) -> Result<Exit, Error> {
         Stop::Interrupted => "interrupted",
     };
     outln!(
-        "summary: {} cases run in {:.1} s ({:.0} cases/s; {stopped}); {} failing, {} unknown; {} failure(s) found and shrunk in {} steps",
+        "summary: {} cases run in {:.1} s ({:.0} cases/s; {stopped}); {} failing, {} unknown, {} skipped (a fault never acted); {} failure(s) found and shrunk in {} steps",
         exploration.cases_run,
         exploration.elapsed.as_secs_f64(),
         exploration.cases_per_second(),
         exploration.cases_failed,
         exploration.cases_unknown,
+        exploration.cases_idle,
         exploration.found.len(),
         exploration.shrink_steps()
     );

@@ -152,16 +152,17 @@ fn load_scenarios(paths: &[PathBuf]) -> Result<Vec<Scenario>, Error> {
     if !errors.is_empty() {
         return Err(Error::Files(errors));
     }
-    let mut names: Vec<&str> = scenarios
-        .iter()
-        .map(|scenario| scenario.name.as_str())
-        .collect();
-    names.sort_unstable();
-    if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
-        return Err(Error::Usage(format!(
-            "two scenario files are both named '{}'; scenario names must be unique",
-            pair[0]
-        )));
+    // Both paths, so the user knows which file to rename (the name is the
+    // file's stem unless the file says `name = ...`).
+    for (index, scenario) in scenarios.iter().enumerate() {
+        if let Some(earlier) = (scenarios[..index].iter()).find(|other| other.name == scenario.name) {
+            return Err(Error::Usage(format!(
+                "two scenario files are both named '{}': {} and {}; a scenario is named by its file, so rename one of them",
+                scenario.name,
+                earlier.path.display(),
+                scenario.path.display()
+            )));
+        }
     }
     Ok(scenarios)
 }

@@ -48,6 +48,11 @@ pub(super) struct RunArgs {
     /// (not run) at once.
     #[arg(long)]
     keep_trying: bool,
+    /// `--deny warnings`: a cell whose seeds only warned fails (exit 1), the
+    /// way clippy's `-D warnings` does. Warnings (a race the provider's key
+    /// absorbed) never fail a cell otherwise.
+    #[arg(long, value_name = "WHAT", value_parser = ["warnings"])]
+    deny: Option<String>,
     #[command(flatten)]
     reports: ReportArgs,
 }
@@ -85,6 +90,7 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
         },
         failures_kept: args.keep_failures,
         keep_trying: args.keep_trying,
+        deny_warnings: args.deny.is_some(),
     };
 
     // The seed first, so a run that dies halfway can still be replayed.

@@ -8,7 +8,10 @@
 //! would judge it. Cases run in batches on every core; the first failure of a
 //! batch, in generation order, is the one kept, so parallelism never changes
 //! the result. A failure is shrunk ([`shrink`]) and written as a scenario that
-//! `chaos run` replays ([`write`]).
+//! `chaos run` replays ([`write`]). A case one of whose faults never acted
+//! tested nothing: it is skipped, and shrinking drops such a fault (removing
+//! a fault that never acted leaves the run as it was), so every fault of a
+//! written scenario acts on its seed.
 
 pub mod bench;
 pub mod schedule;
@@ -112,6 +115,9 @@ pub struct Exploration {
     pub cases_unknown: u64,
     /// The first unknown case, to look into.
     pub first_unknown: Option<(u64, Case, String)>,
+    /// Cases skipped because a fault of theirs never acted and nothing
+    /// failed: they tested nothing, so they are neither a pass nor kept.
+    pub cases_idle: u64,
     pub found: Vec<Found>,
     pub stop: Stop,
     /// Time spent running cases, shrinking excluded.
@@ -189,6 +195,7 @@ pub fn explore(
         cases_failed: 0,
         cases_unknown: 0,
         first_unknown: None,
+        cases_idle: 0,
         found: Vec::new(),
         stop: Stop::Cases,
         exploring: Duration::ZERO,
@@ -226,6 +233,7 @@ pub fn explore(
             exploration.cases_run += 1;
             match verdict.status {
                 Status::Pass => {}
+                Status::Unknown if verdict.vacuous() => exploration.cases_idle += 1,
                 Status::Unknown => {
                     exploration.cases_unknown += 1;
                     if exploration.first_unknown.is_none() {

@@ -247,6 +247,8 @@ impl Case {
             },
             calls: self.calls.clone(),
             faults: self.faults.clone(),
+            // Explored faults are the point: each must act.
+            optional_faults: Default::default(),
             expect: Expectations {
                 effects_per_operation: 1,
                 effects: Default::default(),

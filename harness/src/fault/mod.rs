@@ -238,6 +238,42 @@ impl Fault {
     }
 }
 
+/// A `[[fault]]` table as written, with what every kind may say besides
+/// its own fields: `optional = true`, for a fault whose acting is not the
+/// point (a crash on a second dispatch that a layer holding never makes).
+/// Any other declared fault that never acts in a trial leaves that trial
+/// `unknown`: nothing was tested.
+///
+/// Read as the kind's own strict shape: the scenario reader takes the key
+/// out of the text first (`scenario::file`), so every error keeps its line.
+#[derive(Debug)]
+pub(crate) struct FaultEntry {
+    pub optional: bool,
+    pub file: FaultFile,
+}
+
+impl<'de> Deserialize<'de> for FaultEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let file = FaultFile::deserialize(deserializer)?;
+        Ok(FaultEntry {
+            optional: false,
+            file,
+        })
+    }
+}
+
+impl Serialize for FaultEntry {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::Error;
+        if !self.optional {
+            return self.file.serialize(serializer);
+        }
+        let mut table = toml::Table::try_from(&self.file).map_err(S::Error::custom)?;
+        table.insert("optional".into(), toml::Value::Boolean(true));
+        table.serialize(serializer)
+    }
+}
+
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.rule().fmt(f)
@@ -406,6 +442,32 @@ pub enum Action {
 }
 
 impl Action {
+    /// What it did, in a few words, for the reports' `faults` block. Every
+    /// verdict by name: a new one must say what it does.
+    pub fn what(&self) -> String {
+        let took = |duration: &Duration| humantime::format_duration(*duration).to_string();
+        match self {
+            Action::CrashBeforeDispatch { .. } => "killed the target before a dispatch".into(),
+            Action::LoseRequest(mode) => format!("lost a request ({mode})"),
+            Action::CrashAfterCommit { .. } => "killed the target after a commit".into(),
+            Action::LoseAnswer { hop, mode } => format!("lost an answer {hop} ({mode})"),
+            Action::Stall => "stalled a dispatch past the agent's timeout".into(),
+            Action::DelayAnswer { hop, by } => format!("delayed an answer {hop} by {}", took(by)),
+            Action::ProviderError { committed: true } => "answered 500 after committing".into(),
+            Action::ProviderError { committed: false } => {
+                "answered 500 without committing".into()
+            }
+            Action::Redeliver => "delivered an attempt again".into(),
+            Action::AuthorityDown => "kept the authority from answering".into(),
+            Action::AdvanceClock(by) => format!("moved every clock {}", took(by)),
+            Action::Revoke(Grant::Token) => "revoked the caller's token".into(),
+            Action::Revoke(Grant::Scope) => "removed the tool from the caller's scope".into(),
+            Action::Replan { times, .. } => format!("made the planner decide again x{times}"),
+            Action::CrashAgent { .. } => "crashed the agent".into(),
+            Action::ApproveAgain { .. } => "approved a step again".into(),
+        }
+    }
+
     /// Of two verdicts on one exchange, the lower wins: it leaves less to happen.
     fn precedence(self) -> u8 {
         match self {

@@ -2,7 +2,9 @@
 //! (targets as columns, scenarios as rows, each cell pass or fail with its
 //! effects), and, for a target found in more than one report, what changed
 //! from one report to the next. A regression is a cell that went from pass to
-//! fail: the one thing a release gate must not let through.
+//! fail, or a fault that acted in the earlier report and never in the later
+//! one (a pass that stopped testing anything): the things a release gate must
+//! not let through.
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -102,6 +104,10 @@ pub struct Change {
     /// seeds (`stale-applied 3/40`); empty where none did.
     pub from_checks: String,
     pub to_checks: String,
+    /// The faults that acted in the earlier cell and on no seed of the later
+    /// one (each a regression, whatever the verdicts).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub faults_stopped: Vec<String>,
     /// Why the later report's cell did not pass, and how to replay it.
     pub reason: Option<String>,
     pub rerun: Option<String>,
@@ -259,10 +265,12 @@ pub fn compare(reports: &[(String, Summary)]) -> Comparison {
                 ) else {
                     continue;
                 };
-                if from.verdict == to.verdict {
+                let faults_stopped = faults_stopped(from, to);
+                if from.verdict == to.verdict && faults_stopped.is_empty() {
                     continue;
                 }
                 let kind = match (from.verdict, to.verdict) {
+                    _ if !faults_stopped.is_empty() => ChangeKind::Regression,
                     (Status::Pass, Status::Fail) => ChangeKind::Regression,
                     (Status::Fail, Status::Pass) => ChangeKind::Fix,
                     _ => ChangeKind::Changed,
@@ -277,6 +285,7 @@ pub fn compare(reports: &[(String, Summary)]) -> Comparison {
                     to: to.verdict,
                     from_checks: from.checks_text(),
                     to_checks: to.checks_text(),
+                    faults_stopped,
                     reason: to.reason.clone(),
                     rerun: to.rerun.clone(),
                 });
@@ -318,10 +327,26 @@ impl CompareCell {
     }
 }
 
+/// The faults (as declared) that acted on some seed of `from` and on none of
+/// `to`; an optional one may stop.
+fn faults_stopped(from: &CellSummary, to: &CellSummary) -> Vec<String> {
+    (to.faults.iter())
+        .filter(|fault| fault.idle() && to.seeds_run > 0)
+        .filter(|fault| {
+            (from.faults.iter()).any(|before| {
+                before.fault == fault.fault
+                    && before.description == fault.description
+                    && before.seeds_acted > 0
+            })
+        })
+        .map(|fault| format!("fault {} {}", fault.fault, fault.description))
+        .collect()
+}
+
 fn compare_cell(cell: &CellSummary) -> CompareCell {
     CompareCell {
         verdict: cell.verdict,
-        label: verdict_label(cell).to_owned(),
+        label: verdict_label(cell),
         effects_observed_max: cell.effects_observed_max,
         effects_expected: cell.effects_expected,
         amplification_max: cell.amplification_max,
@@ -492,10 +517,19 @@ fn render_changes(comparison: &Comparison, markdown: bool) -> String {
             change.to,
             change.to_report
         );
+        let stopped = (!change.faults_stopped.is_empty()).then(|| {
+            format!(
+                "stopped acting (nothing was tested): {}",
+                change.faults_stopped.join("; ")
+            )
+        });
         if markdown {
             let _ = write!(out, "- **{kind}** {what}");
             if let Some(checks) = checks_change(change) {
                 let _ = write!(out, "  \n  {checks}");
+            }
+            if let Some(stopped) = &stopped {
+                let _ = write!(out, "  \n  {stopped}");
             }
             if let Some(reason) = &change.reason {
                 let _ = write!(out, "  \n  {reason}");
@@ -508,6 +542,9 @@ fn render_changes(comparison: &Comparison, markdown: bool) -> String {
             let _ = writeln!(out, "{kind} {what}");
             if let Some(checks) = checks_change(change) {
                 let _ = writeln!(out, "    {checks}");
+            }
+            if let Some(stopped) = &stopped {
+                let _ = writeln!(out, "    {stopped}");
             }
             if let Some(reason) = &change.reason {
                 let _ = writeln!(out, "    {reason}");

@@ -122,7 +122,13 @@ impl<'a> Fold<'a> {
             None => {
                 let dispatches = (judged.run.as_ref())
                     .map(|run| u32::try_from(run.ledger.dispatches.len()).unwrap_or(u32::MAX));
-                state.summary.add(verdict, dispatches);
+                let acts = (judged.run.as_ref()).map(|run| run.history.faults.as_slice());
+                state.summary.add(verdict, dispatches, acts);
+                state.summary.warn(seed, first_seed, verdict, || {
+                    let column = &self.columns[cell % self.columns.len()];
+                    let path = judged.trial.scenario.path.display().to_string();
+                    rerun_command(&path, &column.arg, seed)
+                });
             }
         }
         if let Some(failure) = failure {
@@ -139,6 +145,9 @@ impl<'a> Fold<'a> {
         let elapsed = state.elapsed;
         drop(state);
         settled.settle();
+        if self.sweep.deny_warnings {
+            settled.deny_warnings();
+        }
         let mut done = self
             .done
             .lock()
@@ -147,7 +156,7 @@ impl<'a> Fold<'a> {
         // Rendered here, not in progress: the report knows what a cell's
         // counts say, and progress stays below the report.
         self.observer.cell_finished(&CellDone {
-            verdict: verdict_label(&settled),
+            verdict: &verdict_label(&settled),
             scenario: &settled.scenario,
             target: &settled.target,
             observed: settled.observed(),
@@ -180,6 +189,9 @@ impl<'a> Fold<'a> {
         summary.partition = self.sweep.partition;
         summary.payloads = self.sweep.payloads;
         summary.failures_kept_per_cell = self.sweep.failures_kept;
+        if self.sweep.deny_warnings {
+            summary.deny_warnings();
+        }
         summary
     }
 }

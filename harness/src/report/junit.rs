@@ -92,6 +92,26 @@ fn test_case(summary: &Summary, cell: &CellSummary) -> TestCase {
     if let Some(dispatches) = cell.dispatches.text() {
         case.add_property(Property::new("dispatches-per-seed", dispatches));
     }
+    if !cell.warnings.is_empty() {
+        let warnings: Vec<String> = (cell.warnings.iter())
+            .map(|warning| {
+                format!(
+                    "{} (seed {}): {}",
+                    warning.text(cell.seeds_run),
+                    warning.first_seed,
+                    warning.message
+                )
+            })
+            .collect();
+        case.add_property(Property::new("warnings", warnings.join("; ")));
+    }
+    if !cell.faults.is_empty() {
+        case.add_property(Property::new("faults", cell.faults_lines().join("; ")));
+        case.add_property(Property::new(
+            "seeds-all-faults-acted",
+            cell.seeds_all_faults_acted.to_string(),
+        ));
+    }
     if let Some(not_run) = &cell.not_run {
         case.add_property(Property::new("seeds-not-run", not_run.seeds.to_string()));
         case.add_property(Property::new("not-run", not_run.reason.as_str()));

@@ -118,6 +118,11 @@ pub fn render(summary: &Summary) -> String {
             if let Some(dispatches) = cell.dispatches.text() {
                 let _ = writeln!(out, "  - dispatches per seed: {}", escape(&dispatches));
             }
+            if !cell.never_ran() {
+                for fault in cell.faults_lines() {
+                    let _ = writeln!(out, "  - {}", escape(&fault));
+                }
+            }
             if let Some(scenario) = summary.scenario(&cell.scenario) {
                 let _ = writeln!(
                     out,
@@ -150,6 +155,44 @@ pub fn render(summary: &Summary) -> String {
                 escape(&cell.scenario),
                 escape(&cell.target),
                 escape(&dispatches)
+            );
+        }
+        out.push_str("\n</details>\n");
+    }
+    let warned: Vec<&CellSummary> = (summary.cells.iter())
+        .filter(|cell| cell.verdict == Status::Pass && !cell.warnings.is_empty())
+        .collect();
+    if !warned.is_empty() {
+        let _ = writeln!(out, "\n### Passed with warnings ({})\n", warned.len());
+        for cell in warned {
+            for warning in &cell.warnings {
+                let _ = writeln!(
+                    out,
+                    "- **{} × {}** — {} (seed {}): {}",
+                    escape(&cell.scenario),
+                    escape(&cell.target),
+                    escape(&warning.text(cell.seeds_run)),
+                    warning.first_seed,
+                    escape(&warning.message)
+                );
+                let _ = writeln!(out, "  ```sh\n  {}\n  ```", warning.rerun);
+            }
+        }
+    }
+    let with_faults: Vec<&CellSummary> = (summary.cells.iter())
+        .filter(|cell| !cell.faults.is_empty() && !cell.never_ran())
+        .collect();
+    if !with_faults.is_empty() {
+        out.push_str("\n<details><summary>Faults acted</summary>\n\n");
+        out.push_str("Each fault the scenario declares: on how many of the seeds run it acted, and what it did. A fault that never acted tested nothing.\n\n");
+        out.push_str("| scenario | target | faults |\n|---|---|---|\n");
+        for cell in with_faults {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} |",
+                escape(&cell.scenario),
+                escape(&cell.target),
+                escape(&cell.faults_lines().join("; "))
             );
         }
         out.push_str("\n</details>\n");

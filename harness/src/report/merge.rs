@@ -111,5 +111,10 @@ pub fn merge(shards: Vec<Summary>) -> Result<Summary, MergeError> {
             merged.cells.push(cell);
         }
     }
+    // Settling re-derives each verdict from its seeds: a run that denied
+    // warnings denies them again.
+    if merged.warnings_denied {
+        merged.deny_warnings();
+    }
     Ok(merged)
 }

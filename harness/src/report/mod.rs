@@ -14,10 +14,12 @@
 //! - [`merge`]: shard reports of one partitioned run, combined into one.
 //!
 //! [`fold`] folds judged trials into the cells of a [`Summary`] as they
-//! come; [`record`] is the per-seed record the detailed formats draw from.
+//! come; [`record`] is the per-seed record the detailed formats draw from;
+//! [`tally`] and [`faults`] are what a cell counts over its seeds.
 
 pub mod compare;
 pub mod decisions;
+pub mod faults;
 pub(crate) mod fold;
 pub mod html;
 pub mod json;
@@ -41,6 +43,7 @@ use crate::sweep::{Partition, Seeds, Transport, Transports, FAILURES_KEPT_PER_CE
 use chaos_kit::target::AfterRetention;
 
 pub use crate::sweep::Payloads;
+pub use faults::{ActCount, FaultTally};
 pub use record::SeedFailure;
 pub use tally::{CheckCount, DispatchBin, Dispatches, NotRun};
 
@@ -59,6 +62,9 @@ pub struct Summary {
     /// How many non-passing seeds per cell keep their full record (besides
     /// the first failing and the first undecided seed, which always do).
     pub failures_kept_per_cell: usize,
+    /// `--deny warnings`: a cell whose only findings are warnings fails.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub warnings_denied: bool,
     pub scenarios: Vec<ScenarioMeta>,
     pub targets: Vec<TargetMeta>,
     /// One per (scenario, target), scenario-major, in the order given. A shard
@@ -209,6 +215,11 @@ pub struct CellSummary {
     /// seeds: `3` is a customer charged three times for one purchase.
     #[serde(default = "one")]
     pub amplification_max: f64,
+    /// The most effects one operation lacked on a seed where it was judged
+    /// `missing-effect` (two real actions merged into one): the maximum in
+    /// `effects X/Y` hides it, so the cell shows `, N missing`.
+    #[serde(default)]
+    pub effects_missing_max: u32,
     /// Every check that fired, with how many of the seeds run it fired on,
     /// most specific first: the whole story, where `reason` is one seed's.
     #[serde(default)]
@@ -219,6 +230,18 @@ pub struct CellSummary {
     /// The trials that never ran, and why; `null` when every trial ran.
     #[serde(default)]
     pub not_run: Option<NotRun>,
+    /// Warnings: checks that fired on seeds without failing them (a race
+    /// the provider absorbed), each with its seeds and its first seed.
+    #[serde(default)]
+    pub warnings: Vec<CellWarning>,
+    /// Each fault the scenario declares: on how many seeds it acted, and
+    /// what it did.
+    #[serde(default)]
+    pub faults: Vec<FaultTally>,
+    /// Seeds run in which every fault that must act acted. None of them in
+    /// a cell with such faults: the cell is vacuous, nothing was tested.
+    #[serde(default)]
+    pub seeds_all_faults_acted: u64,
     /// The full record of the first non-passing seeds, in seed order: the
     /// first `failures_kept_per_cell`, plus the first failing and the first
     /// undecided one when they come later.
@@ -245,22 +268,69 @@ impl CellSummary {
             effects_scenario: Some(effects_expected),
             effects_observed_max: 0,
             amplification_max: 1.0,
+            effects_missing_max: 0,
             checks: Vec::new(),
             dispatches: Dispatches::default(),
             not_run: None,
+            warnings: Vec::new(),
+            faults: faults::declared(scenario),
+            seeds_all_faults_acted: 0,
             failures: Vec::new(),
         }
     }
 
-    /// Counts one judged seed whose trial ran and made `dispatches` (none
-    /// known when the driver itself failed). Its detail is kept apart, by
-    /// [`Self::keep`].
-    pub fn add(&mut self, verdict: &Verdict, dispatches: Option<u32>) {
+    /// One line per declared fault: on how many seeds it acted, and what it did.
+    pub fn faults_lines(&self) -> Vec<String> {
+        (self.faults.iter())
+            .map(|fault| fault.text(self.seeds_run))
+            .collect()
+    }
+
+    /// Whether this cell fails only because `--deny warnings` made its
+    /// warnings fail.
+    pub fn warnings_denied(&self) -> bool {
+        self.verdict == Status::Fail && self.seeds_failed == 0 && !self.warnings.is_empty()
+    }
+
+    /// Makes the cell's warnings fail it (`--deny warnings`), the way clippy
+    /// does: its reason and rerun become its first warning's.
+    pub fn deny_warnings(&mut self) {
+        if self.verdict == Status::Fail || self.warnings.is_empty() {
+            return;
+        }
+        let first = &self.warnings[0];
+        self.verdict = Status::Fail;
+        self.first_failing_seed = Some(first.first_seed);
+        self.reason = Some(format!("{} (denied): {}", first.check, first.message));
+        self.rerun = Some(format!("{} --deny warnings", first.rerun));
+    }
+
+    /// Whether no seed run had all its faults act: nothing was tested.
+    pub fn vacuous(&self) -> bool {
+        self.seeds_run > 0
+            && self.seeds_all_faults_acted == 0
+            && self.faults.iter().any(|fault| !fault.optional)
+    }
+
+    /// Counts one judged seed whose trial ran and made `dispatches`, with
+    /// the faults' `acts` (neither known when the driver itself failed).
+    /// Its detail is kept apart, by [`Self::keep`].
+    pub fn add(
+        &mut self,
+        verdict: &Verdict,
+        dispatches: Option<u32>,
+        acts: Option<&[crate::history::FaultEvent]>,
+    ) {
         self.seeds_run += 1;
         if let Some(dispatches) = dispatches {
             self.dispatches.add(dispatches);
         }
-        let checks = verdict.findings.iter().map(|finding| finding.check);
+        if acts.is_some_and(|acts| faults::count_seed(&mut self.faults, acts)) {
+            self.seeds_all_faults_acted += 1;
+        }
+        let checks = (verdict.findings.iter())
+            .map(|finding| finding.check)
+            .filter(|check| !check.is_warning());
         tally::count_checks(&mut self.checks, checks.collect());
         let most_effects = verdict
             .operations
@@ -277,6 +347,15 @@ impl CellSummary {
             })
             .fold(1.0, f64::max);
         self.amplification_max = self.amplification_max.max(amplification);
+        let abandoned = (verdict.findings.iter())
+            .any(|finding| finding.check == crate::check::Check::MissingEffect);
+        if abandoned {
+            let missing = (verdict.operations.iter())
+                .map(|operation| operation.expected_effects_min.saturating_sub(operation.effects))
+                .max()
+                .unwrap_or(0);
+            self.effects_missing_max = self.effects_missing_max.max(missing);
+        }
         // Calls past the target's declared retention may add effects: show the
         // most this cell ever allowed, not only the scenario's base expectation.
         let most_allowed = verdict
@@ -293,6 +372,26 @@ impl CellSummary {
         }
         self.safety = self.safety.max(verdict.safety);
         self.liveness = self.liveness.max(verdict.liveness);
+    }
+
+    /// Counts the warnings of `seed`'s verdict; `rerun` replays the seed.
+    pub(crate) fn warn(
+        &mut self,
+        seed: u64,
+        first_seed: u64,
+        verdict: &Verdict,
+        rerun: impl Fn() -> String,
+    ) {
+        for finding in verdict.warnings() {
+            let warning = CellWarning {
+                check: finding.check,
+                seeds: 1,
+                first_seed: seed,
+                message: finding.message.clone(),
+                rerun: rerun(),
+            };
+            CellWarning::absorb(&mut self.warnings, warning, first_seed);
+        }
     }
 
     /// Counts one seed whose trial never ran, for `reason`: it observed
@@ -359,8 +458,14 @@ impl CellSummary {
         self.effects_scenario = self.effects_scenario.max(other.effects_scenario);
         self.effects_observed_max = self.effects_observed_max.max(other.effects_observed_max);
         self.amplification_max = self.amplification_max.max(other.amplification_max);
+        self.effects_missing_max = self.effects_missing_max.max(other.effects_missing_max);
         tally::absorb_checks(&mut self.checks, other.checks);
         self.dispatches.absorb(other.dispatches);
+        faults::absorb(&mut self.faults, other.faults);
+        for warning in other.warnings {
+            CellWarning::absorb(&mut self.warnings, warning, first_seed);
+        }
+        self.seeds_all_faults_acted += other.seeds_all_faults_acted;
         if let Some(not_run) = other.not_run {
             NotRun::absorb(&mut self.not_run, not_run, first_seed);
         }
@@ -422,6 +527,7 @@ impl Summary {
             partition: None,
             payloads: Payloads::Redacted,
             failures_kept_per_cell: FAILURES_KEPT_PER_CELL,
+            warnings_denied: false,
             scenarios: scenarios
                 .iter()
                 .map(|scenario| ScenarioMeta {
@@ -438,6 +544,14 @@ impl Summary {
                 .collect(),
             targets,
             cells,
+        }
+    }
+
+    /// `--deny warnings`: every cell's warnings fail it.
+    pub fn deny_warnings(&mut self) {
+        self.warnings_denied = true;
+        for cell in &mut self.cells {
+            cell.deny_warnings();
         }
     }
 
@@ -538,11 +652,15 @@ pub fn effects_text(observed: u32, allowed: u32, amplification: f64) -> String {
 impl CellSummary {
     /// This cell's effects, as [`effects_text`] writes them.
     pub fn effects_text(&self) -> String {
-        effects_text(
+        let text = effects_text(
             self.effects_observed_max,
             self.effects_expected,
             self.amplification_max,
-        )
+        );
+        match self.effects_missing_max {
+            0 => text,
+            missing => format!("{text}, {missing} missing"),
+        }
     }
 
     /// Whether no trial of the cell ran: then it observed nothing, and its
@@ -618,12 +736,57 @@ impl CellSummary {
 }
 
 /// The words a verdict is shown with: `FAIL (stuck)` when only liveness failed.
-pub fn verdict_label(cell: &CellSummary) -> &'static str {
-    match (cell.verdict, cell.liveness, cell.safety) {
+pub fn verdict_label(cell: &CellSummary) -> String {
+    let label = match (cell.verdict, cell.liveness, cell.safety) {
+        (Status::Fail, _, _) if cell.warnings_denied() => "FAIL (warnings denied)",
         (Status::Fail, Liveness::Fail, Status::Pass) => "FAIL (stuck)",
         (Status::Fail, _, _) => "FAIL",
+        (Status::Unknown, _, _) if cell.vacuous() => "UNKNOWN (vacuous)",
         (Status::Unknown, _, _) => "UNKNOWN",
         (Status::Pass, _, _) => "pass",
+    };
+    // What a pass hides; a failure says more already.
+    match cell.warnings.len() {
+        _ if cell.verdict != Status::Pass => label.to_owned(),
+        0 => label.to_owned(),
+        1 => format!("{label} (1 warning)"),
+        many => format!("{label} ({many} warnings)"),
+    }
+}
+
+/// A warning over a cell's seeds: a check that fired without failing them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CellWarning {
+    pub check: crate::check::Check,
+    /// Of the seeds run, how many it fired on.
+    pub seeds: u64,
+    /// The first of them, in seed order, with its message and rerun command.
+    pub first_seed: u64,
+    pub message: String,
+    pub rerun: String,
+}
+
+impl CellWarning {
+    /// Folds `warning` in; the first seed's message is kept, whatever order
+    /// seeds (or shards) come in.
+    fn absorb(warnings: &mut Vec<CellWarning>, warning: CellWarning, first_seed: u64) {
+        let Some(kept) = (warnings.iter_mut()).find(|kept| kept.check == warning.check) else {
+            warnings.push(warning);
+            warnings.sort_by_key(|warning| warning.check);
+            return;
+        };
+        kept.seeds += warning.seeds;
+        let order = |seed: u64| seed.wrapping_sub(first_seed);
+        if order(warning.first_seed) < order(kept.first_seed) {
+            kept.first_seed = warning.first_seed;
+            kept.message = warning.message;
+            kept.rerun = warning.rerun;
+        }
+    }
+
+    /// `race-absorbed-by-provider on 14/20 seeds`.
+    pub fn text(&self, seeds_run: u64) -> String {
+        format!("{} on {}/{seeds_run} seeds", self.check, self.seeds)
     }
 }
 
@@ -799,7 +962,7 @@ mod tests {
         ];
         for (seed, (status, checks, dispatches)) in seeds.into_iter().enumerate() {
             let verdict = verdict(status, &checks);
-            cell.add(&verdict, Some(dispatches));
+            cell.add(&verdict, Some(dispatches), None);
             if status != Status::Pass {
                 cell.keep(
                     SeedFailure::new(
@@ -829,7 +992,7 @@ mod tests {
         // One check: its reason says it all.
         let mut single = self::cell();
         let verdict = verdict(Status::Fail, &[Check::DuplicateEffect]);
-        single.add(&verdict, Some(2));
+        single.add(&verdict, Some(2), None);
         single.keep(
             SeedFailure::new(0, verdict, "rerun".into(), None, Payloads::Redacted),
             0,
@@ -865,7 +1028,7 @@ mod tests {
 
         // Some seeds ran before the rest could not: both are said.
         let mut partly = self::cell();
-        partly.add(&verdict(Status::Pass, &[]), Some(1));
+        partly.add(&verdict(Status::Pass, &[]), Some(1), None);
         partly.add_not_run(1, "exited before it was ready", 0);
         partly.settle();
         assert_eq!(partly.verdict, Status::Unknown);

@@ -1,8 +1,8 @@
 //! The terminal matrix: a row per scenario, a column per target; each cell the
 //! verdict, the effects observed against those expected, and seeds failed / run
 //! (or `not run: <reason>` when no trial of it ran). Under it, the footer: for
-//! every cell that did not pass, every check that fired with its seeds, and
-//! the dispatches per seed.
+//! every cell that did not pass, every check that fired with its seeds, the
+//! dispatches per seed and what each declared fault did on how many seeds.
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, Color, ContentArrangement, Table};
@@ -76,6 +76,18 @@ pub fn render_failures(summary: &Summary) -> String {
     let mut out = String::new();
     for cell in &summary.cells {
         if cell.verdict == Status::Pass {
+            // What the pass hides: each warning, its seeds, its first seed.
+            for warning in &cell.warnings {
+                out.push_str(&format!(
+                    "warning {} x {}: {} (seed {}): {}\n    rerun: {}\n",
+                    cell.scenario,
+                    cell.target,
+                    warning.text(cell.seeds_run),
+                    warning.first_seed,
+                    warning.message,
+                    warning.rerun
+                ));
+            }
             continue;
         }
         let verdict = match cell.verdict {
@@ -114,6 +126,11 @@ pub fn render_failures(summary: &Summary) -> String {
         }
         if let Some(dispatches) = cell.dispatches.text() {
             out.push_str(&format!("    dispatches per seed: {dispatches}\n"));
+        }
+        if !cell.never_ran() {
+            for fault in cell.faults_lines() {
+                out.push_str(&format!("    {fault}\n"));
+            }
         }
         // The claim that broke, as the scenario states it.
         if let Some(scenario) = summary.scenario(&cell.scenario) {

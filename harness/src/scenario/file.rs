@@ -16,7 +16,7 @@ use super::{
     Boundary, Call, Claim, Expectations, Identity, NetworkSetup, OperationSetup, PayloadVariant,
     Policy, ProviderSetup, Scenario, ScenarioError, TestKind, Workload, DEFAULT_TENANT,
 };
-use crate::fault::FaultFile;
+use crate::fault::FaultEntry;
 use crate::input;
 
 /// Parses and validates `text` as the scenario at `path`.
@@ -28,8 +28,59 @@ pub(super) fn read(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             text.len() / 1024
         )));
     }
-    let file: ScenarioFile = input::parse(path, text)?;
-    file.validate(path, text)
+    let (strict, optional) = take_optional(text);
+    let file: ScenarioFile = input::parse(path, &strict)?;
+    file.validate(path, text, optional)
+}
+
+/// Takes `optional = true|false` out of every `[[fault]]` table: the indices
+/// of the faults that said `true`, and the text with each such key blanked
+/// (spaces, newlines kept), so that each kind's strict shape never sees it
+/// and every other error keeps its line and column. A text that does not
+/// parse is handed back as it is, for the strict parse to report; an
+/// `optional` that is not a boolean is left in, for the kind to refuse.
+fn take_optional(text: &str) -> (std::borrow::Cow<'_, str>, BTreeSet<usize>) {
+    use toml::de::{DeTable, DeValue};
+    let mut optional = BTreeSet::new();
+    let Ok(document) = DeTable::parse(text) else {
+        return (text.into(), optional);
+    };
+    let faults = (document.get_ref().iter())
+        .find(|(key, _)| key.get_ref().as_ref() == "fault")
+        .map(|(_, value)| value.get_ref());
+    let Some(DeValue::Array(faults)) = faults else {
+        return (text.into(), optional);
+    };
+    let mut blanks = Vec::new();
+    for (index, fault) in faults.iter().enumerate() {
+        let DeValue::Table(table) = fault.get_ref() else {
+            continue;
+        };
+        for (key, value) in table.iter() {
+            if key.get_ref().as_ref() != "optional" {
+                continue;
+            }
+            if let DeValue::Boolean(said) = value.get_ref() {
+                if *said {
+                    optional.insert(index);
+                }
+                blanks.push(key.span().start..value.span().end);
+            }
+        }
+    }
+    if blanks.is_empty() {
+        return (text.into(), optional);
+    }
+    let mut strict = String::with_capacity(text.len());
+    let mut from = 0;
+    for blank in blanks {
+        strict.push_str(&text[from..blank.start]);
+        // One space per byte: every later offset stays where it was.
+        strict.extend(text[blank.clone()].bytes().map(|byte| if byte == b'\n' { '\n' } else { ' ' }));
+        from = blank.end;
+    }
+    strict.push_str(&text[from..]);
+    (strict.into(), optional)
 }
 
 /// The scenario as a file, every key written out.
@@ -110,7 +161,14 @@ pub(super) fn write(scenario: &Scenario) -> String {
         fault: scenario
             .faults
             .iter()
-            .map(|fault| Spanned::new(nowhere(), fault.to_file()))
+            .enumerate()
+            .map(|(index, fault)| {
+                let entry = FaultEntry {
+                    optional: scenario.optional_faults.contains(&index),
+                    file: fault.to_file(),
+                };
+                Spanned::new(nowhere(), entry)
+            })
             .collect(),
         expect: Some(Spanned::new(
             nowhere(),
@@ -153,7 +211,7 @@ struct ScenarioFile {
     #[serde(default)]
     call: Vec<Spanned<CallFile>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    fault: Vec<Spanned<FaultFile>>,
+    fault: Vec<Spanned<FaultEntry>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     expect: Option<Spanned<ExpectFile>>,
     /// Required by, and only by, `test = "authorization"`.
@@ -450,7 +508,12 @@ fn check_length(what: &str, value: &str, limit: usize) -> Result<(), String> {
 }
 
 impl ScenarioFile {
-    fn validate(self, path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
+    fn validate(
+        self,
+        path: &Path,
+        text: &str,
+        optional_faults: BTreeSet<usize>,
+    ) -> Result<Scenario, ScenarioError> {
         let errors = input::Errors { path, text };
         let error_at = |span, message| errors.at(span, message);
         let error = |message| errors.whole(message);
@@ -600,8 +663,8 @@ impl ScenarioFile {
         let mut faults = Vec::with_capacity(self.fault.len());
         for spanned in self.fault {
             let span = spanned.span();
-            let fault = spanned
-                .into_inner()
+            let entry = spanned.into_inner();
+            let fault = (entry.file)
                 .validate(call_count)
                 .map_err(|message| error_at(span, message))?;
             faults.push(fault);
@@ -857,6 +920,7 @@ impl ScenarioFile {
             },
             calls,
             faults,
+            optional_faults,
             expect: Expectations {
                 effects_per_operation: expect.effects_per_operation,
                 effects,

@@ -247,6 +247,9 @@ pub struct Scenario {
     pub operations: Vec<OperationSetup>,
     pub calls: Vec<Call>,
     pub faults: Vec<Fault>,
+    /// The faults (by index) that may never act without leaving a trial
+    /// `unknown`: `optional = true` in their table.
+    pub optional_faults: BTreeSet<usize>,
     pub expect: Expectations,
     /// `test = "authorization"`: the lab's trusted data.
     pub fixture: Option<Fixture>,
@@ -473,6 +476,33 @@ operation = "reminder"
             "{message}"
         );
         assert!(message.contains("calls 1 to 1"), "{message}");
+    }
+
+    #[test]
+    fn an_optional_fault_is_read_written_and_read_back() {
+        let text = format!(
+            "{MINIMAL}\n[[fault]]\nkind = \"crash-target\"\nat = \"before-dispatch\"\nnth = 2\nrestart-after = \"5ms\"\noptional = true\n\
+             [[fault]]\nkind = \"lose-response\"\nhop = \"provider-to-target\"\nnth = 1\nmode = \"hold\"\noptional = false\n"
+        );
+        let scenario = parse(&text).unwrap();
+        assert_eq!(scenario.optional_faults, BTreeSet::from([0]));
+        let written = scenario.to_toml();
+        assert!(written.contains("optional = true"), "{written}");
+        assert_eq!(parse(&written).unwrap(), scenario);
+    }
+
+    #[test]
+    fn errors_in_a_fault_with_optional_keep_their_line() {
+        // Line 12 is the `[[fault]]` header; the misspelt kind is line 14,
+        // after the key the reader takes out.
+        let text = format!(
+            "{MINIMAL}\n[[fault]]\noptional = true\nkind = \"crsh\"\nnth = 1\n"
+        );
+        let message = parse(&text).unwrap_err().to_string();
+        assert!(message.starts_with("scenarios/example.toml:14:"), "{message}");
+        let wrong = format!("{MINIMAL}\n[[fault]]\nkind = \"stall\"\nnth = 1\noptional = \"yes\"\n");
+        let message = parse(&wrong).unwrap_err().to_string();
+        assert!(message.contains("optional"), "{message}");
     }
 
     #[test]

@@ -61,7 +61,7 @@ struct MatrixRow {
 #[derive(Debug, Serialize)]
 struct MatrixCell {
     class: &'static str,
-    verdict: &'static str,
+    verdict: String,
     /// The effects, or `not run: <reason>` when no trial ran.
     effects: String,
     /// Seeds that did not pass / run; empty when no trial ran.
@@ -77,7 +77,7 @@ struct Case {
     scenario: String,
     target: String,
     class: &'static str,
-    verdict: &'static str,
+    verdict: String,
     /// Every check that fired with its seeds when several did, else the reason.
     headline: String,
     /// The first failing (or undecided) seed's reason, when the headline is not it.
@@ -87,6 +87,8 @@ struct Case {
     /// `duplicate-effect 29/40, ...`; empty when no trial ran.
     checks: String,
     dispatches: Option<String>,
+    /// What each declared fault did, on how many seeds.
+    faults: Vec<String>,
     /// The claim that broke: the scenario's invariant, at its boundary.
     invariant: String,
     /// Why the cell allows more effects than its scenario file, if it does.
@@ -202,11 +204,15 @@ fn page(summary: &Summary) -> Page {
                             verdict: verdict_label(cell),
                             effects: observed.next().unwrap_or_default(),
                             seeds: observed.next().unwrap_or_default(),
-                            title: cell
-                                .dispatches
-                                .text()
+                            title: (cell.dispatches.text())
                                 .map(|text| format!("dispatches per seed: {text}"))
-                                .unwrap_or_default(),
+                                .into_iter()
+                                .chain(cell.warnings.iter().map(|warning| {
+                                    format!("warning: {}", warning.text(cell.seeds_run))
+                                }))
+                                .chain(cell.faults_lines())
+                                .collect::<Vec<String>>()
+                                .join("\n"),
                             anchor: (cell.verdict != Status::Pass).then(|| anchor(cell)),
                         }
                     })
@@ -265,6 +271,11 @@ fn page(summary: &Summary) -> Page {
             },
             checks: cell.checks_text(),
             dispatches: cell.dispatches.text(),
+            faults: if cell.never_ran() {
+                Vec::new()
+            } else {
+                cell.faults_lines()
+            },
             invariant: summary
                 .scenario(&cell.scenario)
                 .map(|scenario| {
