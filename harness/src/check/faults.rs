@@ -55,7 +55,10 @@ mod tests {
             message.starts_with("fault 1 (advance-clock: clock advanced"),
             "{message}"
         );
-        assert!(message.contains("never acted: nothing was tested"), "{message}");
+        assert!(
+            message.contains("never acted: nothing was tested"),
+            "{message}"
+        );
     }
 
     #[test]

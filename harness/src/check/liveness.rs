@@ -51,9 +51,10 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
                 .is_some_and(|answer| answer.outcome == Outcome::Pending)
         });
         let hint = if asked_to_wait {
-            let longer = trial.timing.retry_for.map_or(30, |retry_for| {
-                (retry_for.as_secs() * 2).max(30)
-            });
+            let longer = trial
+                .timing
+                .retry_for
+                .map_or(30, |retry_for| (retry_for.as_secs() * 2).max(30));
             format!(
                 "; the target asked the agent to wait (`pending`) past its budget: give it longer in the target file, `[agent]` `retry-for = \"{longer}s\"`"
             )

@@ -230,7 +230,11 @@ impl Case {
         let number = self.decided(call).number + 1;
         self.decisions.push((call, number, drifted));
         // The scenario's re-plan is what decides again: it acted, then.
-        let has_replan = self.scenario.faults.iter().any(|fault| fault.kind() == "replan");
+        let has_replan = self
+            .scenario
+            .faults
+            .iter()
+            .any(|fault| fault.kind() == "replan");
         if has_replan {
             let at = self.attempts.last().map_or(0, |attempt| attempt.ended_at);
             let wording = if drifted {

@@ -744,8 +744,8 @@ impl Epochs {
         let mut room = vec![expected; self.starts.len()];
         // More effects than all the epochs allow cannot fit; fewer are few
         // enough to search every placement.
-        let fits = effects.len() <= expected as usize * self.starts.len()
-            && place(&candidates, &mut room);
+        let fits =
+            effects.len() <= expected as usize * self.starts.len() && place(&candidates, &mut room);
         if fits {
             return None;
         }

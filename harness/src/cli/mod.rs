@@ -155,7 +155,8 @@ fn load_scenarios(paths: &[PathBuf]) -> Result<Vec<Scenario>, Error> {
     // Both paths, so the user knows which file to rename (the name is the
     // file's stem unless the file says `name = ...`).
     for (index, scenario) in scenarios.iter().enumerate() {
-        if let Some(earlier) = (scenarios[..index].iter()).find(|other| other.name == scenario.name) {
+        if let Some(earlier) = (scenarios[..index].iter()).find(|other| other.name == scenario.name)
+        {
             return Err(Error::Usage(format!(
                 "two scenario files are both named '{}': {} and {}; a scenario is named by its file, so rename one of them",
                 scenario.name,

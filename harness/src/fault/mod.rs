@@ -454,9 +454,7 @@ impl Action {
             Action::Stall => "stalled a dispatch past the agent's timeout".into(),
             Action::DelayAnswer { hop, by } => format!("delayed an answer {hop} by {}", took(by)),
             Action::ProviderError { committed: true } => "answered 500 after committing".into(),
-            Action::ProviderError { committed: false } => {
-                "answered 500 without committing".into()
-            }
+            Action::ProviderError { committed: false } => "answered 500 without committing".into(),
             Action::Redeliver => "delivered an attempt again".into(),
             Action::AuthorityDown => "kept the authority from answering".into(),
             Action::AdvanceClock(by) => format!("moved every clock {}", took(by)),

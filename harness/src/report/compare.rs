@@ -327,15 +327,17 @@ impl CompareCell {
     }
 }
 
-/// The faults (as declared) that acted on some seed of `from` and on none of
-/// `to`; an optional one may stop.
+/// The faults that acted on some seed of `from` and on none of `to`: the
+/// same place in the scenario, of the same kind (its settings may have been
+/// edited); an optional one may stop.
 fn faults_stopped(from: &CellSummary, to: &CellSummary) -> Vec<String> {
+    let kind = |description: &str| description.split(':').next().unwrap_or_default().to_owned();
     (to.faults.iter())
         .filter(|fault| fault.idle() && to.seeds_run > 0)
         .filter(|fault| {
             (from.faults.iter()).any(|before| {
                 before.fault == fault.fault
-                    && before.description == fault.description
+                    && kind(&before.description) == kind(&fault.description)
                     && before.seeds_acted > 0
             })
         })

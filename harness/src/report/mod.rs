@@ -351,7 +351,11 @@ impl CellSummary {
             .any(|finding| finding.check == crate::check::Check::MissingEffect);
         if abandoned {
             let missing = (verdict.operations.iter())
-                .map(|operation| operation.expected_effects_min.saturating_sub(operation.effects))
+                .map(|operation| {
+                    operation
+                        .expected_effects_min
+                        .saturating_sub(operation.effects)
+                })
                 .max()
                 .unwrap_or(0);
             self.effects_missing_max = self.effects_missing_max.max(missing);

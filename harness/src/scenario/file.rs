@@ -76,7 +76,11 @@ fn take_optional(text: &str) -> (std::borrow::Cow<'_, str>, BTreeSet<usize>) {
     for blank in blanks {
         strict.push_str(&text[from..blank.start]);
         // One space per byte: every later offset stays where it was.
-        strict.extend(text[blank.clone()].bytes().map(|byte| if byte == b'\n' { '\n' } else { ' ' }));
+        strict.extend(
+            text[blank.clone()]
+                .bytes()
+                .map(|byte| if byte == b'\n' { '\n' } else { ' ' }),
+        );
         from = blank.end;
     }
     strict.push_str(&text[from..]);

@@ -495,12 +495,14 @@ operation = "reminder"
     fn errors_in_a_fault_with_optional_keep_their_line() {
         // Line 12 is the `[[fault]]` header; the misspelt kind is line 14,
         // after the key the reader takes out.
-        let text = format!(
-            "{MINIMAL}\n[[fault]]\noptional = true\nkind = \"crsh\"\nnth = 1\n"
-        );
+        let text = format!("{MINIMAL}\n[[fault]]\noptional = true\nkind = \"crsh\"\nnth = 1\n");
         let message = parse(&text).unwrap_err().to_string();
-        assert!(message.starts_with("scenarios/example.toml:14:"), "{message}");
-        let wrong = format!("{MINIMAL}\n[[fault]]\nkind = \"stall\"\nnth = 1\noptional = \"yes\"\n");
+        assert!(
+            message.starts_with("scenarios/example.toml:14:"),
+            "{message}"
+        );
+        let wrong =
+            format!("{MINIMAL}\n[[fault]]\nkind = \"stall\"\nnth = 1\noptional = \"yes\"\n");
         let message = parse(&wrong).unwrap_err().to_string();
         assert!(message.contains("optional"), "{message}");
     }

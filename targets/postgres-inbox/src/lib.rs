@@ -52,7 +52,8 @@ use tokio_postgres::{Client, NoTls};
 const REQUESTS: &str = "chaos_inbox_requests";
 /// The business rows: the effects chaos counts.
 const REMINDERS: &str = "chaos_inbox_reminders";
-/// The weak mode's time between its business write and its record.
+/// The time between a business write and the next step: the weak mode's
+/// record, the correct mode's answer.
 const GAP_BETWEEN_TRANSACTIONS: std::time::Duration = std::time::Duration::from_millis(40);
 
 /// A deliberately weakened mode, chosen with `--weak NAME`.
@@ -262,7 +263,15 @@ async fn one_transaction(client: &mut Client, call: &Call<'_>) -> AnswerBody {
         }
     };
     match transaction.commit().await {
-        Ok(()) => answer,
+        Ok(()) => {
+            // What a handler does after its write (render the answer, log
+            // it): the same window the weak mode has between its writes, so
+            // a crash after the commit lands in this design too. Without it
+            // the answer left before chaos saw the row, the crash never
+            // happened, and the pass tested nothing (issue 22).
+            tokio::time::sleep(GAP_BETWEEN_TRANSACTIONS).await;
+            answer
+        }
         // The commit may have landed before the connection broke.
         Err(error) => unknown(&format!("the commit's outcome is unknown: {error}")),
     }
