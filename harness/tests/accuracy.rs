@@ -28,9 +28,20 @@ fn expectation(scenario: &str, target: &str) -> Option<&'static [Check]> {
         // Tool-idempotent: right as long as the caller holds the key. A step
         // the planner decides again, under a new key, is a new charge. Its
         // variants are the same code with one design choice changed.
+        // A silence taken for success: a lost request is never sent again,
+        // and a held answer is told with a receipt the provider never gave.
+        ("assumes-delivered", "lost-request-keyed") => Some(&[ClaimWithoutEffect, MissingEffect]),
+        (
+            "assumes-delivered",
+            "lost-response-blind"
+            | "lost-response-keyed"
+            | "lost-response-lookup-hold"
+            | "replan-stall"
+            | "revoked-while-unknown",
+        ) => Some(&[ReceiptMismatch]),
         (
             "ledger" | "refusing-ledger" | "reconciling-ledger" | "tenantless" | "expiry-race"
-            | "trusts-missing" | "reset-is-failure",
+            | "trusts-missing" | "reset-is-failure" | "assumes-delivered",
             re_plan,
         ) if re_plans_under_a_new_key(re_plan) => Some(&[DuplicateEffect]),
         ("tenantless", "key-reused-across-tenants") => Some(&[MissingEffect, Disclosure]),
@@ -45,7 +56,7 @@ fn expectation(scenario: &str, target: &str) -> Option<&'static [Check]> {
         ) => Some(&[FailedWithEffect]),
         (
             "ledger" | "refusing-ledger" | "reconciling-ledger" | "tenantless" | "expiry-race"
-            | "trusts-missing" | "reset-is-failure",
+            | "trusts-missing" | "reset-is-failure" | "assumes-delivered",
             _,
         ) => None,
 
@@ -66,7 +77,9 @@ fn expectation(scenario: &str, target: &str) -> Option<&'static [Check]> {
             | "replan-notify-self"
             | "key-reused-across-tenants"
             | "two-reminders-one-invoice"
-            | "authority-outage",
+            | "authority-outage"
+            // Nothing reached the provider: a fresh key's retry is the only send.
+            | "lost-request-keyed",
         ) => None,
         ("fresh-key", "changed-payload" | "changed-payload-body") => {
             Some(&[ChangedPayloadDispatched])
@@ -212,6 +225,7 @@ accuracy! {
     expiry_race_is_caught_exactly_where_it_is_weak => "expiry-race",
     trusts_missing_is_caught_exactly_where_it_is_weak => "trusts-missing",
     reset_is_failure_is_caught_exactly_where_it_is_weak => "reset-is-failure",
+    assumes_delivered_is_caught_exactly_where_it_is_weak => "assumes-delivered",
 }
 
 #[test]

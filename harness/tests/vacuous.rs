@@ -245,3 +245,33 @@ fn a_missing_effect_shows_in_the_cell_not_only_a_maximum() {
     assert!(stdout.contains("effects 1/1, 1 missing"), "{stdout}");
     assert_eq!(report(&out)["cells"][0]["effects_missing_max"], 1);
 }
+
+#[test]
+fn run_help_names_every_report_it_can_emit() {
+    let output = common::chaos(&["run", "--help"]);
+    let (stdout, _) = common::text(&output);
+    for format in chaos::report::Format::ALL {
+        assert!(
+            stdout.contains(&format!("{} ({}", format.name(), format.file_name())),
+            "`--emit {}` is missing from `chaos run --help`:\n{stdout}",
+            format.name()
+        );
+    }
+}
+
+#[test]
+fn every_re_plan_scenario_names_its_threats() {
+    for scenario in common::all_scenarios() {
+        if scenario.test != chaos::scenario::TestKind::RePlan {
+            continue;
+        }
+        for tag in ["owasp:LLM06", "owasp-asi:ASI02", "atlas:AML.M0035"] {
+            assert!(
+                scenario.tags.iter().any(|have| have == tag),
+                "{} lacks {tag}: {:?}",
+                scenario.path.display(),
+                scenario.tags
+            );
+        }
+    }
+}

@@ -87,7 +87,8 @@ struct ReportArgs {
     out: PathBuf,
     /// Which reports to write into --out, comma-separated: json (report.json),
     /// junit (junit.xml), markdown (summary.md), html (report.html),
-    /// decisions (authorization.md, the authorization lab's matrix).
+    /// decisions (authorization.md, the authorization lab's matrix), posture
+    /// (posture.md, the posture benchmark's figures).
     #[arg(
         long,
         value_delimiter = ',',

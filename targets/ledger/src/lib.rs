@@ -85,15 +85,20 @@ pub enum Weakness {
     /// processed (a timeout stays ambiguous): the record is dropped and the
     /// answer is `failed`, so the retry sends again.
     ResetIsFailure,
+    /// A provider that never answered is taken to have acted: a timeout is
+    /// recorded and answered as `applied`, so a request lost on its way is
+    /// never sent again (the operation silently never happens).
+    AssumesDelivered,
 }
 
 impl Weakness {
-    pub const NAMES: [&'static str; 5] = [
+    pub const NAMES: [&'static str; 6] = [
         "ignore-payload",
         "tenantless",
         "expiry-race",
         "trusts-missing",
         "reset-is-failure",
+        "assumes-delivered",
     ];
 
     pub fn parse(name: &str) -> Option<Weakness> {
@@ -103,6 +108,7 @@ impl Weakness {
             "expiry-race" => Some(Weakness::ExpiryRace),
             "trusts-missing" => Some(Weakness::TrustsMissing),
             "reset-is-failure" => Some(Weakness::ResetIsFailure),
+            "assumes-delivered" => Some(Weakness::AssumesDelivered),
             _ => None,
         }
     }
@@ -310,6 +316,10 @@ variants! {
         "WEAK: the ledger that takes a provider's reset for a request never processed (a timeout stays unknown) and sends again",
         AfterRetention::NewOperation,
         Options { weakness: Some(Weakness::ResetIsFailure), ..Options::new(RETENTION) };
+    serve_assumes_delivered, assumes_delivered_info: "assumes-delivered",
+        "WEAK: the ledger that takes a provider's silence for success: a request lost on its way is answered applied and never sent again",
+        AfterRetention::NewOperation,
+        Options { weakness: Some(Weakness::AssumesDelivered), ..Options::new(RETENTION) };
 }
 
 /// Serves the ledger over any record store.
@@ -540,6 +550,18 @@ impl<S: RecordStore> Ledger<S> {
             {
                 let _ = self.store.forget(scope, record.created_at_ms).await;
                 return failed("the provider dropped the connection; nothing was done");
+            }
+            // WEAK: silence read as "done", which it need not be.
+            Dispatch::Ambiguous(AmbiguousDispatch::Call(CallFailure::Timeout))
+                if self.weakness == Some(Weakness::AssumesDelivered) =>
+            {
+                let receipt = format!("assumed-{}", record.created_at_ms);
+                record.state = RecordState::Succeeded {
+                    receipt: receipt.clone(),
+                };
+                AnswerBody::outcome(Outcome::Applied)
+                    .with_result(target::tool_result(tool, &receipt))
+                    .with_receipt(receipt)
             }
             // 5. The provider may have acted: say so, and reconcile on the next attempt.
             Dispatch::Ambiguous(_) => {
