@@ -275,3 +275,40 @@ fn every_re_plan_scenario_names_its_threats() {
         }
     }
 }
+
+#[test]
+fn a_failing_run_reads_as_causes_most_serious_first_then_what_to_do_next() {
+    let out = common::fresh_path("causes");
+    let output = chaos(
+        &[
+            "run",
+            "scenarios/revoked-permission.toml",
+            "scenarios/lost-response-keyed.toml",
+            "--target",
+            "args-hash",
+            "--seeds",
+            "3",
+        ],
+        &out,
+    );
+    let (stdout, stderr) = common::text(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}{stderr}");
+    let causes = stdout
+        .split_once("causes, most serious first:\n")
+        .unwrap_or_else(|| panic!("{stdout}"))
+        .1;
+    let disclosure = causes.find("  disclosure in 1 cell(s)").expect(causes);
+    let unmarked = causes.find("  unmarked-replay in 1 cell(s)").expect(causes);
+    assert!(
+        disclosure < unmarked,
+        "a disclosure is more serious: {causes}"
+    );
+    assert!(
+        causes.contains("    fix: mark a stored answer as a replay"),
+        "{causes}"
+    );
+    assert!(
+        stdout.contains("next: replay revoked-permission x args-hash alone with `chaos run scenarios/revoked-permission.toml --target args-hash --seed 0`"),
+        "{stdout}"
+    );
+}

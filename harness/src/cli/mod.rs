@@ -274,8 +274,13 @@ fn present(summary: &Summary, reports: &ReportArgs) -> Result<Exit, Error> {
             err!("{failures}");
         }
     }
-    for path in written {
+    let html = (written.iter()).find(|path| path.extension().is_some_and(|ext| ext == "html"));
+    let next = table::render_next(summary, html.map(PathBuf::as_path));
+    for path in &written {
         say(reports, format!("report: {}", path.display()));
+    }
+    if let Some(next) = next {
+        say(reports, next);
     }
     let exit = summary.exit();
     say(

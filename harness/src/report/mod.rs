@@ -265,7 +265,10 @@ impl CellSummary {
             rerun: None,
             reason: None,
             effects_expected,
-            effects_scenario: Some(effects_expected),
+            // Under `policy = "allow"` every tool call is owed its own
+            // effect: the file states no one figure a retention could move.
+            effects_scenario: (scenario.workload.policy == crate::scenario::Policy::Coalesce)
+                .then_some(effects_expected),
             effects_observed_max: 0,
             amplification_max: 1.0,
             effects_missing_max: 0,
@@ -731,9 +734,12 @@ impl CellSummary {
             .effects_expected
             .checked_sub(scenario)
             .filter(|more| *more > 0)?;
-        let retention = target.retention.as_deref().unwrap_or("declared");
+        let retention = match target.retention.as_deref() {
+            Some(retention) => format!("declared {retention} retention"),
+            None => "declared retention".to_owned(),
+        };
         Some(format!(
-            "{} x {}: the scenario allows {scenario} effect(s) per operation; past the target's declared {retention} retention {more} more allowed by its policy {}",
+            "{} x {}: the scenario allows {scenario} effect(s) per operation; past the target's {retention} {more} more allowed by its policy {}",
             self.scenario, self.target, target.after_retention
         ))
     }

@@ -150,5 +150,63 @@ pub fn render_failures(summary: &Summary) -> String {
     for note in summary.expectation_notes() {
         out.push_str(&format!("note: {note}\n"));
     }
+    out.push_str(&render_causes(summary));
     out
+}
+
+/// The findings grouped by check, most serious first: each with the cells
+/// it fired in and its fix in one line, so a reader of many failing rows
+/// reads a few causes (one missing replay header failed eight rows).
+pub fn render_causes(summary: &Summary) -> String {
+    let mut causes: Vec<(crate::check::Check, Vec<String>)> = Vec::new();
+    for cell in (summary.cells.iter()).filter(|cell| cell.verdict != Status::Pass) {
+        for count in &cell.checks {
+            let name = format!("{} x {}", cell.scenario, cell.target);
+            match causes.iter_mut().find(|(check, _)| *check == count.check) {
+                Some((_, cells)) => cells.push(name),
+                None => causes.push((count.check, vec![name])),
+            }
+        }
+    }
+    if causes.len() < 2 {
+        return String::new();
+    }
+    causes.sort_by_key(|(check, _)| (check.seriousness(), check.specificity()));
+    let mut out = String::from("causes, most serious first:\n");
+    for (check, cells) in causes {
+        let shown: Vec<&str> = cells.iter().take(3).map(String::as_str).collect();
+        let more = match cells.len() {
+            0..=3 => String::new(),
+            n => format!(" and {} more", n - 3),
+        };
+        out.push_str(&format!(
+            "  {check} in {} cell(s): {}{more}\n    fix: {}\n",
+            cells.len(),
+            shown.join(", "),
+            check.fix()
+        ));
+    }
+    out
+}
+
+/// What to do after a run that did not pass: replay its first failing (else
+/// undecided) cell's seed, and where its timeline is; `None` after a pass.
+pub fn render_next(summary: &Summary, html: Option<&std::path::Path>) -> Option<String> {
+    let cell = (summary.cells.iter())
+        .find(|cell| cell.verdict == Status::Fail)
+        .or_else(|| (summary.cells.iter()).find(|cell| cell.verdict == Status::Unknown))?;
+    let mut next = match &cell.rerun {
+        Some(rerun) => format!(
+            "next: replay {} x {} alone with `{rerun}`",
+            cell.scenario, cell.target
+        ),
+        None => format!(
+            "next: {} x {} did not run; `chaos probe` against the target says why",
+            cell.scenario, cell.target
+        ),
+    };
+    if let Some(html) = html {
+        next.push_str(&format!("; its timeline is in {}", html.display()));
+    }
+    Some(next)
 }
