@@ -308,3 +308,139 @@ revoke = ["true"]
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A target that starts a `setsid` daemon (a process in a session of its
+/// own, out of the target's process group) and writes its pid to `pid_file`,
+/// then serves as python-replay-first.
+fn daemonizing_target(dir: &Path, pid_file: &Path) -> PathBuf {
+    let workdir = common::repo_root().join("targets/python-replay-first");
+    let path = dir.join("daemonizing.target.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"name = "daemonizing"
+workdir = "{}"
+command = ["sh", "-c", "setsid sleep 300 & echo $! > {}; exec python3 server.py"]
+
+[env]
+PYTHONUNBUFFERED = "1"
+"#,
+            workdir.display(),
+            pid_file.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// Whether `pid` runs (a zombie does not).
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+/// The pid in `file`, once it is written (within 10 s).
+fn pid_in(file: &Path) -> i32 {
+    for _ in 0..1000 {
+        if let Some(pid) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+        {
+            return pid;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("{} was never written", file.display());
+}
+
+fn gone_within_a_second(pid: i32) -> bool {
+    (0..100).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        !alive(pid)
+    })
+}
+
+#[test]
+fn a_setsid_daemon_started_by_a_target_is_gone_after_a_normal_end_and_after_a_sigkill_of_chaos() {
+    let dir = common::temp_dir("house-daemon");
+    let pid_file = dir.join("daemon.pid");
+    let target = daemonizing_target(&dir, &pid_file);
+    let run = |out: &str| {
+        let mut command = common::chaos_command();
+        command.args([
+            "run",
+            "scenarios/lost-response-keyed.toml",
+            "--target",
+            target.to_str().unwrap(),
+            "--seeds",
+            "1",
+            "--out",
+            dir.join(out).to_str().unwrap(),
+        ]);
+        command
+    };
+
+    // A normal end: the daemon is killed, and chaos says it outlived.
+    let output = run("out-normal").output().unwrap();
+    let (stdout, stderr) = common::text(&output);
+    let daemon = pid_in(&pid_file);
+    assert!(
+        gone_within_a_second(daemon),
+        "the daemon {daemon} survived a normal end\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("outlived its process group and were killed"),
+        "{stderr}"
+    );
+
+    // A SIGKILL of chaos: the next chaos start kills it, and removes the
+    // dead run's state folder.
+    std::fs::remove_file(&pid_file).unwrap();
+    let mut killed = run("out-killed")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let daemon = pid_in(&pid_file);
+    let chaos_pid = killed.id();
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert!(alive(daemon), "the daemon runs on until chaos next starts");
+    let folders = |pid: u32| -> Vec<PathBuf> {
+        std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .map(|entry| entry.path())
+            .filter(|path| {
+                path.file_name()
+                    .and_then(|name| name.to_str())
+                    .is_some_and(|name| name.starts_with(&format!("chaos-live-{pid}-")))
+            })
+            .collect()
+    };
+    assert!(
+        !folders(chaos_pid).is_empty(),
+        "the killed run left its state folder"
+    );
+    let output = run("out-next").output().unwrap();
+    let (_, stderr) = common::text(&output);
+    assert!(
+        gone_within_a_second(daemon),
+        "the next start killed the daemon {daemon}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("left running by an earlier chaos run"),
+        "{stderr}"
+    );
+    assert!(
+        folders(chaos_pid).is_empty(),
+        "the dead run's state folder was removed"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -21,6 +21,7 @@
 //! says it went. A command that fails or outlives `timeout` leaves the run
 //! unjudgeable: its cell is `unknown`, naming the command and its stderr.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -124,6 +125,8 @@ fn run_bounded(
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
+            // Its own group: a timeout ends whatever the command started too.
+            .process_group(0)
             .spawn()
             .map_err(|error| format!("could not start: {error}"))?;
         let deadline = Instant::now() + timeout;
@@ -138,7 +141,8 @@ fn run_bounded(
                     return Err(format!("ended with {status}: {}", stderr.trim()));
                 }
                 Ok(None) if Instant::now() >= deadline => {
-                    let _ = child.kill();
+                    let group = nix::unistd::Pid::from_raw(child.id() as i32);
+                    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
                     let _ = child.wait();
                     return Err(format!(
                         "did not end within {} (authority.timeout); it was killed",

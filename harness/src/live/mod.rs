@@ -25,6 +25,7 @@
 
 mod admit;
 pub(crate) mod authority;
+mod containment;
 mod effects;
 mod error;
 mod launch;
@@ -77,6 +78,8 @@ impl<'a> LiveDriver<'a> {
         keep_trying: bool,
         payloads: Payloads,
     ) -> LiveDriver<'a> {
+        containment::become_subreaper();
+        sweep_dead_runs_once();
         LiveDriver {
             file,
             built: OnceLock::new(),
@@ -250,6 +253,26 @@ impl Starts {
         self.ready.store(true, Ordering::Relaxed);
         self.processes.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// What chaos runs that were SIGKILLed left behind (their state folders, and
+/// what their targets started), cleaned once per process, before its first
+/// target starts.
+fn sweep_dead_runs_once() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let strays = containment::sweep_dead_runs();
+        if !strays.is_empty() {
+            let listed: Vec<String> = strays.iter().map(ToString::to_string).collect();
+            // A closed stderr is no reason to stop (issue 15).
+            let _ = writeln!(
+                std::io::stderr(),
+                "chaos: warning: killed {} process(es) left running by an earlier chaos run that was killed: {}",
+                strays.len(),
+                listed.join(", ")
+            );
+        }
+    });
 }
 
 /// Fresh identities for each live trial (see [`Trial::in_namespace`]).
