@@ -8,7 +8,7 @@ use std::path::Path;
 
 mod destination;
 
-pub(crate) use destination::Destination;
+pub(crate) use destination::{remove_partial_files, Destination};
 
 /// Writes a report's `bytes` to `path`: a regular file (or a new one, its
 /// folder created) is replaced atomically; `-`, `/dev/stdout` and a FIFO are

@@ -11,7 +11,26 @@ use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The temporary files being written now: a second signal exits at once,
+/// from another thread, and must leave none of them behind (issue 27).
+static PARTIAL: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn partial() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    PARTIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Removes every temporary file being written: for an exit that cannot wait
+/// for the writer. The reports already renamed into place are whole.
+pub(crate) fn remove_partial_files() {
+    for temporary in std::mem::take(&mut *partial()) {
+        let _ = std::fs::remove_file(temporary);
+    }
+}
 
 /// What is at a report's path, and so how it is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,6 +137,7 @@ fn replace_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         .unwrap_or_else(|| "report".into());
     let temporary = path.with_file_name(format!(".{file_name}.{}.partial", std::process::id()));
     let _ = std::fs::remove_file(&temporary);
+    partial().push(temporary.clone());
     let written = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -127,6 +147,7 @@ fn replace_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     if written.is_err() {
         let _ = std::fs::remove_file(&temporary);
     }
+    partial().retain(|other| *other != temporary);
     written
 }
 
@@ -178,6 +199,25 @@ mod tests {
         assert!(
             !root.join("elsewhere.xml").exists(),
             "nothing was written through"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    // guards: a double SIGTERM left a hidden `.report.json.partial` (issue 27)
+    #[test]
+    fn an_exit_while_writing_leaves_no_partial_file() {
+        let root = std::env::temp_dir().join(format!("chaos-partial-{}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
+        let temporary = root.join(".report.json.1.partial");
+        std::fs::write(&temporary, b"half").unwrap();
+        partial().push(temporary.clone());
+        remove_partial_files();
+        assert!(!temporary.exists());
+        assert!(partial().is_empty());
+        write(&root.join("report.json"), b"whole").unwrap();
+        assert!(
+            partial().is_empty(),
+            "a finished write is no longer partial"
         );
         std::fs::remove_dir_all(&root).unwrap();
     }
