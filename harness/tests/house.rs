@@ -114,6 +114,21 @@ fn junit_to_a_fifo_streams_and_to_a_device_or_a_link_is_refused() {
     assert_eq!(output.status.code(), Some(0));
     assert!(stdout.contains("<testsuites"), "`-` is stdout: {stdout}");
 
+    // `/dev/stdout`, or a link to `/proc/self/fd/1`, is chaos's own stdout:
+    // written through, never replaced by a file.
+    let to_stdout = dir.join("to-stdout.xml");
+    std::os::unix::fs::symlink("/proc/self/fd/1", &to_stdout).unwrap();
+    for stream in [Path::new("/dev/stdout"), to_stdout.as_path()] {
+        let output = quick_run(&out, &["--junit", stream.to_str().unwrap()]);
+        let (stdout, stderr) = common::text(&output);
+        assert_eq!(output.status.code(), Some(0), "{stream:?}: {stderr}");
+        assert!(stdout.contains("<testsuites"), "{stream:?}: {stdout}");
+    }
+    assert!(std::fs::symlink_metadata(&to_stdout)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+
     let output = quick_run(&out, &["--junit", "/dev/null"]);
     let (stdout, stderr) = common::text(&output);
     assert_eq!(output.status.code(), Some(2), "{stdout}{stderr}");
