@@ -27,14 +27,19 @@ pub(crate) struct Secrets {
 }
 
 impl Secrets {
-    /// The target file's `[env]` values and the trial's tokens.
+    /// The target file's `[env]` values and `[effects]` database URL (which
+    /// may hold a password), and the trial's tokens.
     pub(crate) fn of(target: &TargetFile, trial: &Trial<'_>, payloads: Payloads) -> Secrets {
         if payloads == Payloads::Included {
             return Secrets::default();
         }
         let env = target.env.values().flat_map(|value| value.literal_text());
+        let database = target
+            .effects
+            .iter()
+            .map(|effects| effects.database.as_str());
         let tokens = trial.tokens.iter().map(|(_, token)| token.as_str());
-        Secrets::new(env.chain(tokens).map(str::to_owned))
+        Secrets::new(env.chain(database).chain(tokens).map(str::to_owned))
     }
 
     pub(crate) fn new(values: impl IntoIterator<Item = String>) -> Secrets {
