@@ -500,3 +500,41 @@ impl Client {
 pub fn ok(response: Response) -> Result<Response, Abort> {
     Ok(response)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::TcpNetwork;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    // guards: an endless answer drove the harness to 1.6 GB (issue 27)
+    #[tokio::test]
+    async fn an_answer_past_the_limit_is_too_large_and_not_read_further() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = sent.clone();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 1024];
+            let _ = stream.read(&mut request).await;
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await;
+            let chunk = vec![b'x'; 64 * 1024];
+            while stream.write_all(&chunk).await.is_ok() {
+                counted.fetch_add(chunk.len(), std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        let answer = call(
+            &TcpNetwork,
+            &addr,
+            Request::get("/"),
+            Duration::from_secs(10),
+        )
+        .await;
+        assert_eq!(answer.unwrap_err(), CallFailure::TooLarge);
+        // The sender stops once the socket's buffers are full: a few MiB, never more.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let sent = sent.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(sent < 64 * MAX_BODY_BYTES, "{sent} bytes were taken");
+    }
+}
