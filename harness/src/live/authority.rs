@@ -129,20 +129,26 @@ fn run_bounded(
             .process_group(0)
             .spawn()
             .map_err(|error| format!("could not start: {error}"))?;
+        let stderr = child.stderr.take().map(StderrTail::read);
+        let group = nix::unistd::Pid::from_raw(child.id() as i32);
+        // Whatever the command left in its group ends with it.
+        let end_group = || {
+            let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+        };
         let deadline = Instant::now() + timeout;
         loop {
             match child.try_wait() {
-                Ok(Some(status)) if status.success() => return Ok(()),
+                Ok(Some(status)) if status.success() => {
+                    end_group();
+                    return Ok(());
+                }
                 Ok(Some(status)) => {
-                    let mut stderr = String::new();
-                    if let Some(mut pipe) = child.stderr.take() {
-                        let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
-                    }
-                    return Err(format!("ended with {status}: {}", stderr.trim()));
+                    end_group();
+                    let said = stderr.map(StderrTail::text).unwrap_or_default();
+                    return Err(format!("ended with {status}: {}", said.trim()));
                 }
                 Ok(None) if Instant::now() >= deadline => {
-                    let group = nix::unistd::Pid::from_raw(child.id() as i32);
-                    let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+                    end_group();
                     let _ = child.wait();
                     return Err(format!(
                         "did not end within {} (authority.timeout); it was killed",
@@ -159,6 +165,51 @@ fn run_bounded(
             tokio::task::block_in_place(work)
         }
         _ => work(),
+    }
+}
+
+/// The last bytes of a command's stderr, read as they come on a thread of
+/// their own: bounded however much the command writes, and never a wait on
+/// a pipe that a process the command started still holds open.
+struct StderrTail {
+    kept: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+/// How much of a failing command's stderr is kept for its message.
+const STDERR_TAIL_BYTES: usize = 4_000;
+
+impl StderrTail {
+    fn read(mut pipe: std::process::ChildStderr) -> StderrTail {
+        let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let filling = kept.clone();
+        let reader = std::thread::spawn(move || {
+            let mut chunk = [0u8; 8192];
+            while let Ok(read @ 1..) = std::io::Read::read(&mut pipe, &mut chunk) {
+                let mut kept = filling
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                kept.extend_from_slice(&chunk[..read]);
+                let over = kept.len().saturating_sub(STDERR_TAIL_BYTES);
+                kept.drain(..over);
+            }
+        });
+        StderrTail { kept, reader }
+    }
+
+    /// What was kept, once the pipe closed or after a moment.
+    fn text(self) -> String {
+        for _ in 0..40 {
+            if self.reader.is_finished() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let kept = self
+            .kept
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        String::from_utf8_lossy(&kept).into_owned()
     }
 }
 
@@ -221,6 +272,21 @@ mod tests {
         let why = hanging.revoke(&alex(), Grant::Token, "t").unwrap_err();
         assert!(why.contains("did not end within 100ms"), "{why}");
         assert!(started.elapsed() < Duration::from_secs(4), "it was killed");
+        // Endless stderr is kept as its tail, and a pipe held open by a
+        // grandchild is no reason to wait.
+        let loud = adapter(&[
+            "sh",
+            "-c",
+            "sleep 30 & yes no-such-table | head -c 10000000 >&2; exit 4",
+        ]);
+        let started = Instant::now();
+        let why = loud.revoke(&alex(), Grant::Token, "t").unwrap_err();
+        assert!(why.contains("ended with exit status: 4"), "{why}");
+        assert!(why.len() < 2 * STDERR_TAIL_BYTES, "{} bytes", why.len());
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "it did not wait"
+        );
         let missing = adapter(&["chaos-no-such-program"]);
         let why = missing.revoke(&alex(), Grant::Token, "t").unwrap_err();
         assert!(why.contains("could not start"), "{why}");
