@@ -80,6 +80,10 @@ pub(crate) fn kill_marked(state_dir: &Path) -> Vec<Stray> {
 /// Returns the processes killed.
 pub(crate) fn sweep_dead_runs() -> Vec<Stray> {
     let mut strays = Vec::new();
+    // Without /proc every run would look dead, live ones included.
+    if !Path::new("/proc/self").exists() {
+        return strays;
+    }
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
         return strays;
     };
