@@ -1,23 +1,20 @@
 //! Files chaos writes (reports, explored scenarios) appear whole or not at
-//! all: each is written beside its final name and renamed into place, so a
-//! run that dies halfway never leaves half a report.
+//! all: a regular file is written beside its final name and renamed into
+//! place, so a run that dies halfway never leaves half a report; anything
+//! else at the path is written or refused as [`destination`] says.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Writes `bytes` to `path` through a temporary file and a rename; creates
-/// the parent directory if it is missing.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    let file_name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "report".into());
-    let temporary = path.with_file_name(format!(".{file_name}.partial"));
-    std::fs::write(&temporary, bytes)?;
-    std::fs::rename(&temporary, path)?;
+mod destination;
+
+pub(crate) use destination::{remove_partial_files, Destination};
+
+/// Writes a report's `bytes` to `path`: a regular file (or a new one, its
+/// folder created) is replaced atomically; `-`, `/dev/stdout` and a FIFO are
+/// written through; a symbolic link or a device is refused.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<std::path::PathBuf> {
+    destination::write(path, bytes)?;
     Ok(path.to_owned())
 }
 
@@ -59,12 +56,13 @@ pub(crate) fn check_writable_dir(dir: &Path) -> io::Result<()> {
     probed
 }
 
-/// Fails unless the file `path` can be written (created or replaced).
+/// Fails unless the file `path` can be written: created or replaced when it
+/// is a regular file or new, written through when it is a stream.
 pub(crate) fn check_writable_file(path: &Path) -> io::Result<()> {
-    if path.is_dir() {
-        return Err(io::Error::other("it is a folder, not a file"));
+    match Destination::of(path)? {
+        Destination::File => check_writable_dir(path.parent().unwrap_or(Path::new("."))),
+        Destination::Stdout | Destination::Stderr | Destination::Fifo => Ok(()),
     }
-    check_writable_dir(path.parent().unwrap_or(Path::new(".")))
 }
 
 #[cfg(test)]

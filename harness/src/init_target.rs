@@ -174,10 +174,14 @@ PORT = "{{listen.port}}"
 # 417 = "conflict"
 
 # If the service keeps its callers in its own store instead of asking an
-# introspection endpoint, the commands that grant and revoke there (section 5.1):
+# introspection endpoint, the commands that grant and revoke there (section 5.1).
+# Pass each value as a psql variable read by a script (:'token' quotes it);
+# never paste '{{token}}' into SQL by hand:
 # [authority]
-# grant = ["psql", "postgresql://postgres@127.0.0.1:5432/test", "-qc", "INSERT INTO api_keys (token, tenant, scope) VALUES ('{{token}}', '{{tenant}}', '{{scope}}')"]
-# revoke = ["psql", "postgresql://postgres@127.0.0.1:5432/test", "-qc", "UPDATE api_keys SET active = {{active}} WHERE token = '{{token}}'"]
+# grant = ["psql", "postgresql://postgres@127.0.0.1:5432/test", "-q", "-v", "ON_ERROR_STOP=1", "-v", "token={{token}}", "-v", "tenant={{tenant}}", "-v", "scope={{scope}}", "-f", "grant.sql"]
+# revoke = ["psql", "postgresql://postgres@127.0.0.1:5432/test", "-q", "-v", "ON_ERROR_STOP=1", "-v", "token={{token}}", "-v", "active={{active}}", "-f", "revoke.sql"]
+# with grant.sql:  INSERT INTO api_keys (token, tenant, scope) VALUES (:'token', :'tenant', :'scope');
+# and revoke.sql:  UPDATE api_keys SET active = :'active'::boolean WHERE token = :'token';
 "#,
         name = detected.name,
         command = toml_list(&detected.command),
@@ -185,7 +189,9 @@ PORT = "{{listen.port}}"
 }
 
 /// Writes the target file for `dir` to `out` (default `dir/target.toml`);
-/// refuses to overwrite one unless `force`.
+/// refuses to overwrite one unless `force`, and never writes through a
+/// symbolic link, dangling or not: a link planted in a folder would send
+/// the file anywhere the link points (issue 27).
 pub(crate) fn write(
     dir: &Path,
     out: Option<PathBuf>,
@@ -198,15 +204,39 @@ pub(crate) fn write(
         ));
     }
     let out = out.unwrap_or_else(|| dir.join("target.toml"));
-    if out.exists() && !force {
+    let found = std::fs::symlink_metadata(&out).ok();
+    if found
+        .as_ref()
+        .is_some_and(|found| found.file_type().is_symlink())
+    {
+        let points_to = std::fs::read_link(&out)
+            .map(|to| format!(" (to {})", to.display()))
+            .unwrap_or_default();
+        return Err(format!(
+            "{} is a symbolic link{points_to}; chaos never writes through one, --force or not. Remove the link, or name another file with --out",
+            out.display()
+        ));
+    }
+    if found.is_some() && !force {
         return Err(format!(
             "{} exists; edit it, or pass --force to write a new one over it",
             out.display()
         ));
     }
     let detected = detect(dir);
-    std::fs::write(&out, render(&detected))
-        .map_err(|error| format!("failed to write {}: {error}", out.display()))?;
+    let text = render(&detected);
+    let written = if force {
+        // Replaced whole, by a rename that replaces a link itself, never its target.
+        crate::fs::write_atomically(&out, text.as_bytes()).map(drop)
+    } else {
+        // `create_new` fails on anything already there, a link planted since included.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&out)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, text.as_bytes()))
+    };
+    written.map_err(|error| format!("failed to write {}: {error}", out.display()))?;
     Ok((out, detected))
 }
 
@@ -285,5 +315,38 @@ mod tests {
         write(&dir, None, true).unwrap();
         assert!(TargetFile::load(&dir.join("target.toml")).is_ok());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    // guards: a dangling target.toml link was written through to a file
+    // outside the folder, and with --force a link's target was overwritten
+    // (issue 27)
+    #[test]
+    fn init_target_never_writes_through_a_symlink() {
+        let dir = folder("symlink", &[]);
+        let outside = folder("symlink-outside", &[("kept.toml", "mine")]);
+        let link = dir.join("target.toml");
+        for (points_to, force) in [
+            (outside.join("dangling.toml"), false),
+            (outside.join("dangling.toml"), true),
+            (outside.join("kept.toml"), false),
+            (outside.join("kept.toml"), true),
+        ] {
+            let _ = std::fs::remove_file(&link);
+            std::os::unix::fs::symlink(&points_to, &link).unwrap();
+            let why = write(&dir, None, force).unwrap_err();
+            assert!(why.contains("is a symbolic link"), "{why}");
+            assert!(why.contains("Remove the link"), "{why}");
+            assert!(!outside.join("dangling.toml").exists(), "written through");
+            assert_eq!(
+                std::fs::read_to_string(outside.join("kept.toml")).unwrap(),
+                "mine"
+            );
+            assert!(std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink());
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&outside);
     }
 }

@@ -178,7 +178,7 @@ fn scenarios(blind: bool) -> Vec<Scenario> {
 pub fn probe(target: &Target, cancel: &AtomicBool) -> Option<ProbeReport> {
     let blind = matches!(target, Target::Live { file, .. } if file.provider_api.blind_only());
     let scenarios = scenarios(blind);
-    let driver = target.driver(false);
+    let driver = target.driver(false, crate::sweep::Payloads::Redacted);
     let mut steps = Vec::new();
     for (step, scenario) in STEPS.iter().zip(&scenarios) {
         let judged = trial::admit_and_judge(driver.as_ref(), scenario, 0, cancel)?;

@@ -19,7 +19,7 @@ use crate::progress::Observer;
 use crate::report::fold::{Column, Fold};
 use crate::report::{AgentMeta, Summary, TargetMeta};
 use crate::scenario::Scenario;
-use crate::sweep::Sweep;
+use crate::sweep::{Payloads, Sweep};
 use crate::target::Target;
 use crate::trial::{self, Concurrency, Judged};
 
@@ -35,7 +35,7 @@ pub fn run(
 ) -> Option<Summary> {
     let drivers: Vec<_> = targets
         .iter()
-        .map(|target| target.driver(sweep.keep_trying))
+        .map(|target| target.driver(sweep.keep_trying, sweep.payloads))
         .collect();
     let columns = targets
         .iter()
@@ -156,6 +156,11 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// `chaos run --seed` does for one cell, without a report.
 pub fn judge<'a>(scenario: &'a Scenario, target: &Target, seed: u64) -> Judged<'a> {
     let never = AtomicBool::new(false);
-    trial::admit_and_judge(target.driver(false).as_ref(), scenario, seed, &never)
-        .expect("a trial nobody cancels runs to its end")
+    trial::admit_and_judge(
+        target.driver(false, Payloads::Redacted).as_ref(),
+        scenario,
+        seed,
+        &never,
+    )
+    .expect("a trial nobody cancels runs to its end")
 }

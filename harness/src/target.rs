@@ -11,7 +11,7 @@ use chaos_kit::target::TargetInfo;
 
 use crate::live::LiveDriver;
 use crate::sim::SimTarget;
-use crate::sweep::Transport;
+use crate::sweep::{Payloads, Transport};
 use crate::target_file::{self, TargetFile, TargetFileError};
 use crate::trial::Driver;
 
@@ -202,11 +202,12 @@ impl Target {
     }
 
     /// What carries this target's trials, for one run. `keep_trying`: a
-    /// live target that never gets ready is tried in every cell anyway.
-    pub(crate) fn driver(&self, keep_trying: bool) -> Box<dyn Driver + '_> {
+    /// live target that never gets ready is tried in every cell anyway;
+    /// `payloads`: whether its secrets are masked in what it quotes.
+    pub(crate) fn driver(&self, keep_trying: bool, payloads: Payloads) -> Box<dyn Driver + '_> {
         match self {
             Target::Sim(target) => Box::new(target.clone()),
-            Target::Live { file, .. } => Box::new(LiveDriver::new(file, keep_trying)),
+            Target::Live { file, .. } => Box::new(LiveDriver::new(file, keep_trying, payloads)),
         }
     }
 

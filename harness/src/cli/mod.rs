@@ -95,7 +95,9 @@ struct ReportArgs {
         default_value = "json,junit,markdown,html"
     )]
     emit: Vec<Format>,
-    /// Also write the JUnit XML report to this file.
+    /// Also write the JUnit XML report to this file: a regular file is
+    /// replaced whole; `-` or /dev/stdout writes it to stdout, a FIFO is
+    /// written through; a symbolic link or a device is refused (exit 2).
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
     /// What goes to stdout: the table, or one report for piping (then the
@@ -219,6 +221,15 @@ fn check_writable(reports: &ReportArgs) -> Result<(), Error> {
         path: reports.out.clone(),
         source,
     })?;
+    for format in &reports.emit {
+        let path = reports.out.join(format.file_name());
+        crate::fs::check_writable_file(&path).map_err(|source| Error::Unwritable {
+            what: "a report to",
+            flag: "--out",
+            path,
+            source,
+        })?;
+    }
     if let Some(path) = &reports.junit {
         crate::fs::check_writable_file(path).map_err(|source| Error::Unwritable {
             what: "the JUnit report to",

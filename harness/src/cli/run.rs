@@ -129,8 +129,10 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
     };
     let summary = crate::run(&scenarios, &targets, sweep, observer, &cancel);
     observer.finished();
-    let summary =
-        summary.ok_or_else(|| Error::Interrupted(signal::received().unwrap_or("signal")))?;
+    // A signal that came before this point said nothing would be written.
+    let summary = summary
+        .filter(|_| signal::begin_writing())
+        .ok_or_else(|| Error::Interrupted(signal::received().unwrap_or("signal")))?;
     if summary.cells.is_empty() {
         errln!(
             "warning: shard {} holds no trials: there are fewer trials than shards",

@@ -13,7 +13,7 @@
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +29,35 @@ static WAKE: AtomicI32 = AtomicI32::new(-1);
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
 
 const SIGNALS: [Signal; 3] = [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP];
+
+/// Where the command is, so that what a signal's message says is what
+/// happens (issue 27: a SIGTERM after the last cell said "no report will be
+/// written", then all four were written). The first to move it decides: a
+/// signal while [`WORKING`] stops the work and nothing is written; once the
+/// command [`begin_writing`]s, the work is whole and its reports are written.
+static PHASE: AtomicU8 = AtomicU8::new(WORKING);
+const WORKING: u8 = 0;
+const STOPPED: u8 = 1;
+const WRITING: u8 = 2;
+
+/// The work is done, and its reports are to be written: a signal from now
+/// on lets them be written. `false` when a signal stopped the work first:
+/// then nothing may be written, as its message said.
+pub(crate) fn begin_writing() -> bool {
+    match PHASE.compare_exchange(WORKING, WRITING, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => true,
+        Err(phase) => phase == WRITING,
+    }
+}
+
+/// A signal came: `true` if it stopped the work, `false` if the reports
+/// were already being written.
+fn stop() -> bool {
+    match PHASE.compare_exchange(WORKING, STOPPED, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => true,
+        Err(phase) => phase == STOPPED,
+    }
+}
 
 /// How long after the first signal work in flight has to notice it, before
 /// the backstop exits for it.
@@ -114,6 +143,12 @@ fn watch(mut wake: File, cancel: &AtomicBool, message: &str, in_flight: InFlight
         } else {
             format!("{name} again to quit now")
         };
+        if !stop() {
+            errln!(
+                "\n{name}: every trial has run; the reports are being written, then chaos exits with the run's own code ({again})"
+            );
+            continue;
+        }
         errln!("\n{name}: {message} ({again})");
         if in_flight == InFlight::Abandon {
             std::thread::spawn(|| {
@@ -124,12 +159,37 @@ fn watch(mut wake: File, cancel: &AtomicBool, message: &str, in_flight: InFlight
     }
 }
 
-/// Live targets go first: no orphans.
+/// Live targets go first: no orphans; then no half-written file.
 fn quit_now() -> ! {
     crate::live::end_all_targets();
-    errln!(
-        "interrupted ({}): nothing was written",
-        received().unwrap_or("signal")
-    );
+    crate::fs::remove_partial_files();
+    let signal = received().unwrap_or("signal");
+    if PHASE.load(Ordering::SeqCst) == WRITING {
+        errln!("interrupted ({signal}) while writing the reports: each report written is whole; the others were not written");
+    } else {
+        errln!("interrupted ({signal}): nothing was written");
+    }
     std::process::exit(i32::from(Exit::Interrupted.code()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // guards: a SIGTERM after the last cell said "no report will be
+    // written", then wrote all four (issue 27)
+    #[test]
+    fn the_first_of_a_signal_and_the_writing_decides_what_happens() {
+        PHASE.store(WORKING, Ordering::SeqCst);
+        assert!(stop(), "a signal while working stops the work");
+        assert!(!begin_writing(), "then nothing is written");
+        PHASE.store(WORKING, Ordering::SeqCst);
+        assert!(begin_writing());
+        assert!(
+            !stop(),
+            "a signal while writing lets the reports be written"
+        );
+        assert!(begin_writing());
+        PHASE.store(WORKING, Ordering::SeqCst);
+    }
 }

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
+use super::containment;
 use super::error::{Error, Result};
 
 /// Every process group this process started and has not ended yet.
@@ -58,6 +59,10 @@ pub(crate) struct TargetProcess {
     group: i32,
     stderr: PathBuf,
     ended: bool,
+    /// Its `CHAOS_STATE_DIR`, which everything it starts inherits: what
+    /// finds a process that left the group ([`containment`]).
+    mark: Option<PathBuf>,
+    command: String,
 }
 
 impl TargetProcess {
@@ -113,11 +118,18 @@ impl TargetProcess {
         })?;
         let group = child.id() as i32;
         registry.insert(group);
+        let mark = launch
+            .env
+            .iter()
+            .find(|(name, _)| name == chaos_kit::process::STATE_DIR)
+            .map(|(_, dir)| PathBuf::from(dir));
         Ok(TargetProcess {
             child,
             group,
             stderr: launch.stderr.clone(),
             ended: false,
+            mark,
+            command: launch.display(),
         })
     }
 
@@ -147,6 +159,22 @@ impl TargetProcess {
         let _ = killpg(Pid::from_raw(self.group), Signal::SIGKILL);
         let _ = self.child.wait();
         groups().remove(&self.group);
+        let strays = self
+            .mark
+            .as_deref()
+            .map(containment::kill_marked)
+            .unwrap_or_default();
+        if !strays.is_empty() {
+            let listed: Vec<String> = strays.iter().map(ToString::to_string).collect();
+            // A closed stderr is no reason to stop (issue 15).
+            let _ = writeln!(
+                std::io::stderr(),
+                "chaos: warning: {} process(es) started by `{}` outlived its process group and were killed: {}; a target should run in the foreground and leave nothing behind (docs/process-containment.md)",
+                strays.len(),
+                self.command,
+                listed.join(", ")
+            );
+        }
     }
 
     /// The last lines of the process's stderr, for an error message.

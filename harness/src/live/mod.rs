@@ -25,10 +25,12 @@
 
 mod admit;
 pub(crate) mod authority;
+mod containment;
 mod effects;
 mod error;
 mod launch;
 mod net;
+mod redact;
 mod run;
 pub(crate) mod schedule;
 mod slot;
@@ -43,7 +45,7 @@ use std::thread::ThreadId;
 
 use crate::plan::{Timing, Trial};
 use crate::scenario::Scenario;
-use crate::sweep::Transport;
+use crate::sweep::{Payloads, Transport};
 use crate::target_file::TargetFile;
 use crate::trial::{Concurrency, Driver, Run};
 pub(crate) use error::Error;
@@ -64,12 +66,20 @@ pub(crate) struct LiveDriver<'a> {
     /// Set when the target never got ready: the rest of the run is not tried.
     given_up: OnceLock<String>,
     keep_trying: bool,
+    /// Redacted: the target's secrets are masked in every message it hands on.
+    payloads: Payloads,
 }
 
 impl<'a> LiveDriver<'a> {
     /// `keep_trying`: a target that never gets ready is still tried in
     /// every cell (`--keep-trying`), not given up on after the first.
-    pub(crate) fn new(file: &'a TargetFile, keep_trying: bool) -> LiveDriver<'a> {
+    pub(crate) fn new(
+        file: &'a TargetFile,
+        keep_trying: bool,
+        payloads: Payloads,
+    ) -> LiveDriver<'a> {
+        containment::become_subreaper();
+        sweep_dead_runs_once();
         LiveDriver {
             file,
             built: OnceLock::new(),
@@ -77,6 +87,7 @@ impl<'a> LiveDriver<'a> {
             starts: Starts::default(),
             given_up: OnceLock::new(),
             keep_trying,
+            payloads,
         }
     }
 
@@ -112,32 +123,9 @@ impl<'a> LiveDriver<'a> {
     }
 }
 
-impl Driver for LiveDriver<'_> {
-    fn transport(&self) -> Transport {
-        Transport::Live
-    }
-
-    fn concurrency(&self) -> Concurrency {
-        Concurrency::AtMost(self.file.parallel)
-    }
-
-    /// Live targets keep state across runs (a database): a rerun of the same
-    /// seed must not find the previous run's records, so each live trial gets
-    /// fresh identities, while the seed still decides every timing.
-    fn plan<'s>(&self, scenario: &'s Scenario, seed: u64) -> Trial<'s> {
-        let timing = Timing::live_with(&self.file.agent);
-        Trial::in_namespace(scenario, seed, timing, Some(&fresh_namespace()))
-    }
-
-    fn admit(&self, trial: &Trial<'_>) -> std::result::Result<(), String> {
-        admit::admit(self.file, trial)
-    }
-
-    fn agent_timing(&self) -> Option<Timing> {
-        Some(Timing::live_with(&self.file.agent))
-    }
-
-    fn run(&self, trial: &Trial<'_>, cancel: &AtomicBool) -> Run {
+impl LiveDriver<'_> {
+    /// One trial, its messages as they came.
+    fn run_unmasked(&self, trial: &Trial<'_>, cancel: &AtomicBool) -> Run {
         if let Some(reason) = self.given_up.get() {
             return Run::Blocked {
                 reason: reason.clone(),
@@ -165,7 +153,14 @@ impl Driver for LiveDriver<'_> {
             },
         };
         self.starts.trials.fetch_add(1, Ordering::Relaxed);
-        let ran = run::run_trial(trial, self.file, cancel, &mut slot, &self.starts);
+        let ran = run::run_trial(
+            trial,
+            self.file,
+            cancel,
+            &mut slot,
+            &self.starts,
+            self.payloads,
+        );
         self.slots().insert(thread, slot);
         match ran {
             Ok(Some((output, retention))) => Run::Ran {
@@ -179,6 +174,46 @@ impl Driver for LiveDriver<'_> {
                     reason: error.to_string(),
                 }
             }
+        }
+    }
+}
+
+impl Driver for LiveDriver<'_> {
+    fn transport(&self) -> Transport {
+        Transport::Live
+    }
+
+    fn concurrency(&self) -> Concurrency {
+        Concurrency::AtMost(self.file.parallel)
+    }
+
+    /// Live targets keep state across runs (a database): a rerun of the same
+    /// seed must not find the previous run's records, so each live trial gets
+    /// fresh identities, while the seed still decides every timing.
+    fn plan<'s>(&self, scenario: &'s Scenario, seed: u64) -> Trial<'s> {
+        let timing = Timing::live_with(&self.file.agent);
+        Trial::in_namespace(scenario, seed, timing, Some(&fresh_namespace()))
+    }
+
+    fn admit(&self, trial: &Trial<'_>) -> std::result::Result<(), String> {
+        admit::admit(self.file, trial)
+    }
+
+    fn agent_timing(&self) -> Option<Timing> {
+        Some(Timing::live_with(&self.file.agent))
+    }
+
+    fn run(&self, trial: &Trial<'_>, cancel: &AtomicBool) -> Run {
+        let secrets = redact::Secrets::of(self.file, trial, self.payloads);
+        match self.run_unmasked(trial, cancel) {
+            Run::Ran { mut output, target } => {
+                secrets.mask_output(&mut output);
+                Run::Ran { output, target }
+            }
+            Run::Blocked { reason } => Run::Blocked {
+                reason: secrets.mask(&reason),
+            },
+            Run::Cancelled => Run::Cancelled,
         }
     }
 
@@ -218,6 +253,26 @@ impl Starts {
         self.ready.store(true, Ordering::Relaxed);
         self.processes.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// What chaos runs that were SIGKILLed left behind (their state folders, and
+/// what their targets started), cleaned once per process, before its first
+/// target starts.
+fn sweep_dead_runs_once() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let strays = containment::sweep_dead_runs();
+        if !strays.is_empty() {
+            let listed: Vec<String> = strays.iter().map(ToString::to_string).collect();
+            // A closed stderr is no reason to stop (issue 15).
+            let _ = writeln!(
+                std::io::stderr(),
+                "chaos: warning: killed {} process(es) left running by an earlier chaos run that was killed: {}",
+                strays.len(),
+                listed.join(", ")
+            );
+        }
+    });
 }
 
 /// Fresh identities for each live trial (see [`Trial::in_namespace`]).

@@ -17,6 +17,7 @@ use crate::history::{AttemptEnd, RunOutput};
 use crate::plan::Trial;
 use crate::roles::clock::{HarnessClock, RealTimeline, Timeline};
 use crate::roles::{Cast, LiveTimes, Setting};
+use crate::sweep::Payloads;
 use crate::target_file::TargetFile;
 
 use super::authority;
@@ -43,13 +44,14 @@ pub(super) fn run_trial(
     cancel: &AtomicBool,
     slot: &mut Slot,
     starts: &Starts,
+    payloads: Payloads,
 ) -> Result<Option<Ran>> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(Error::Runtime)?;
-    let run = runtime.block_on(drive(trial, target, cancel, slot, starts));
+    let run = runtime.block_on(drive(trial, target, cancel, slot, starts, payloads));
     runtime.shutdown_timeout(Duration::from_millis(200));
     run
 }
@@ -60,6 +62,7 @@ async fn drive(
     cancel: &AtomicBool,
     slot: &mut Slot,
     starts: &Starts,
+    payloads: Payloads,
 ) -> Result<Option<Ran>> {
     let scenario = trial.scenario;
     // Admitted for the cell, so this only fails if the file changed under us.
@@ -93,7 +96,7 @@ async fn drive(
     else {
         return Ok(None);
     };
-    adapt_authority(target, &cast, &launch)?;
+    adapt_authority(target, &cast, &launch, payloads)?;
 
     let (gate, gate_open) = watch::channel(true);
     let env = cast.agent_env(
@@ -213,7 +216,12 @@ async fn start_or_reuse(
 
 /// A target that keeps its own callers learns of this trial's tokens before
 /// the first call, and of each revocation at its protocol point.
-fn adapt_authority(target: &TargetFile, cast: &Cast, launch: &Launch) -> Result<()> {
+fn adapt_authority(
+    target: &TargetFile,
+    cast: &Cast,
+    launch: &Launch,
+    payloads: Payloads,
+) -> Result<()> {
     let Some(commands) = &target.authority else {
         return Ok(());
     };
@@ -222,6 +230,7 @@ fn adapt_authority(target: &TargetFile, cast: &Cast, launch: &Launch) -> Result<
             commands: commands.clone(),
             workdir: target.workdir.clone(),
             env: launch.env.clone(),
+            quote_values: payloads == Payloads::Included,
         }));
     match cast.authority.adapter_failure() {
         Some(why) => Err(Error::Authority {

@@ -91,7 +91,8 @@ impl TrialDir {
     pub(super) fn create() -> std::io::Result<TrialDir> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let path = std::env::temp_dir().join(format!(
-            "chaos-live-{}-{}",
+            "{}{}-{}",
+            super::containment::STATE_FOLDER_PREFIX,
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));

@@ -53,8 +53,9 @@ pub(super) struct Smtp;
 
 /// A command line longer than this is refused (RFC 5321 allows 512 octets).
 const MAX_LINE: usize = 4096;
-/// A message larger than this is refused after `DATA` (`552`).
-const MAX_MESSAGE: usize = 10 * 1024 * 1024;
+/// A message larger than this is refused after `DATA` (`552`): the same
+/// bound as every other body chaos reads (docs/target-protocol.md §4.1).
+const MAX_MESSAGE: usize = chaos_kit::http::MAX_BODY_BYTES;
 const MAX_RECIPIENTS: usize = 100;
 
 impl Api for Smtp {

@@ -78,8 +78,10 @@ impl std::fmt::Display for Decision {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Fixture {
     /// The caller, as the authority introspects the agent's token (`sub`).
+    #[serde(deserialize_with = "super::label::actor")]
     pub actor: String,
     /// The caller's tenant, as the authority tells it.
+    #[serde(deserialize_with = "super::label::tenant")]
     pub tenant: String,
     /// The tools the caller's token is granted.
     pub scope: Vec<String>,

@@ -17,6 +17,7 @@ use crate::input::{self, FileError};
 
 mod file;
 mod fixture;
+mod label;
 mod posture;
 mod tag;
 

@@ -69,7 +69,7 @@ impl AuthorityCommands {
             let Some(command) = command else { continue };
             if command.first().is_none_or(String::is_empty) {
                 return Err(format!(
-                    "authority.{what} must name a program, e.g. {what} = [\"psql\", \"postgresql://postgres@127.0.0.1:5432/test\", \"-qc\", \"...\"]"
+                    "authority.{what} must name a program, e.g. {what} = [\"psql\", \"postgresql://postgres@127.0.0.1:5432/test\", \"-v\", \"token={{token}}\", \"-f\", \"{what}.sql\"]"
                 ));
             }
             for arg in command {

@@ -207,6 +207,15 @@ impl EnvValue {
         })
     }
 
+    /// The value's literal text, run by run (placeholders are chaos's own
+    /// facts): what the user wrote and may be secret, masked in reports.
+    pub(crate) fn literal_text(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().filter_map(|piece| match piece {
+            Piece::Text(text) => Some(text.as_str()),
+            Piece::Placeholder(_) => None,
+        })
+    }
+
     /// The value for one launch.
     pub(crate) fn expand(&self, facts: &RunFacts<'_>) -> String {
         self.0

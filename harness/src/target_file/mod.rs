@@ -29,8 +29,8 @@
 //! query = "SELECT id::text FROM reminders WHERE invoice = $1"
 //!
 //! [authority]                         # optional: the target keeps its callers in its own store
-//! grant = ["psql", "...", "-qc", "INSERT INTO api_keys VALUES ('{token}', '{tenant}', '{scope}')"]
-//! revoke = ["psql", "...", "-qc", "UPDATE api_keys SET active = {active} WHERE token = '{token}'"]
+//! grant = ["psql", "...", "-v", "token={token}", "-v", "tenant={tenant}", "-v", "scope={scope}", "-f", "grant.sql"]
+//! revoke = ["psql", "...", "-v", "token={token}", "-v", "active={active}", "-f", "revoke.sql"]
 //! [provider]                          # optional: the API chaos's provider speaks
 //! api = "smtp"                        # "chaos" (default: HTTP, docs/target-protocol.md §4), "stripe" or "smtp"
 //! ```

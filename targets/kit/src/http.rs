@@ -18,6 +18,29 @@ use hyper_util::rt::TokioIo;
 
 use crate::net::{BoxFuture, Listener, Network};
 
+/// The most bytes of one body read, in either direction: an answer, a
+/// health check's, a request to the provider or the authority. Every body of
+/// the protocol is a small JSON document; a peer that sends more (an endless
+/// body drove the harness to 1.6 GB, issue 27) is cut off there, so memory
+/// stays bounded whatever a target does.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// Reads a whole body, or fails with `Ok(None)` once it passes
+/// [`MAX_BODY_BYTES`]; `Err` is the connection's own failure.
+async fn read_bounded(body: Incoming) -> Result<Option<Bytes>, hyper::Error> {
+    match http_body_util::Limited::new(body, MAX_BODY_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => Ok(Some(collected.to_bytes())),
+        Err(error) => match error.downcast::<hyper::Error>() {
+            Ok(error) => Err(*error),
+            // The only other error of `Limited` is its limit.
+            Err(_) => Ok(None),
+        },
+    }
+}
+
 /// An inbound or outbound request, fully buffered.
 #[derive(Debug, Clone, Default)]
 pub struct Request {
@@ -154,8 +177,13 @@ pub async fn serve(
             let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
                 let handler = handler.clone();
                 async move {
-                    let request = read_request(request).await.map_err(|_| Abort)?;
-                    let response = handler(request).await?;
+                    let response = match read_request(request).await.map_err(|_| Abort)? {
+                        Some(request) => handler(request).await?,
+                        // Told, not dropped: the sender learns why nothing happened.
+                        None => Response::new(413).body(format!(
+                            "a request body may be at most {MAX_BODY_BYTES} bytes"
+                        )),
+                    };
                     Ok::<_, Abort>(into_hyper_response(response))
                 }
             });
@@ -167,16 +195,19 @@ pub async fn serve(
     }
 }
 
-async fn read_request(request: hyper::Request<Incoming>) -> Result<Request, hyper::Error> {
+/// The request, or `None` when its body passed [`MAX_BODY_BYTES`].
+async fn read_request(request: hyper::Request<Incoming>) -> Result<Option<Request>, hyper::Error> {
     let (parts, body) = request.into_parts();
-    let body = body.collect().await?.to_bytes();
-    Ok(Request {
+    let Some(body) = read_bounded(body).await? else {
+        return Ok(None);
+    };
+    Ok(Some(Request {
         method: parts.method.as_str().to_owned(),
         path: parts.uri.path().to_owned(),
         query: parts.uri.query().map(str::to_owned),
         headers: lower_case_headers(&parts.headers),
         body,
-    })
+    }))
 }
 
 fn lower_case_headers(headers: &hyper::HeaderMap) -> BTreeMap<String, String> {
@@ -217,6 +248,9 @@ pub enum CallFailure {
     Reset,
     /// Nobody was listening: the request was certainly not processed.
     Refused,
+    /// An answer came, with a body past [`MAX_BODY_BYTES`]: it was not read
+    /// further, so what it said is unknown.
+    TooLarge,
 }
 
 impl CallFailure {
@@ -234,6 +268,9 @@ impl std::fmt::Display for CallFailure {
             CallFailure::Timeout => "timed out",
             CallFailure::Reset => "connection reset",
             CallFailure::Refused => "connection refused",
+            CallFailure::TooLarge => {
+                "answer too large (its body passed 1 MiB; chaos read no further)"
+            }
         })
     }
 }
@@ -312,11 +349,10 @@ fn into_hyper_request(
 
 async fn read_response(response: hyper::Response<Incoming>) -> Result<Response, CallFailure> {
     let (parts, body) = response.into_parts();
-    let body = body
-        .collect()
+    let body = read_bounded(body)
         .await
         .map_err(|_| CallFailure::Reset)?
-        .to_bytes();
+        .ok_or(CallFailure::TooLarge)?;
     Ok(Response {
         status: parts.status.as_u16(),
         headers: lower_case_headers(&parts.headers),
@@ -463,4 +499,42 @@ impl Client {
 /// An infallible handler result, for handlers that never abort.
 pub fn ok(response: Response) -> Result<Response, Abort> {
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::TcpNetwork;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    // guards: an endless answer drove the harness to 1.6 GB (issue 27)
+    #[tokio::test]
+    async fn an_answer_past_the_limit_is_too_large_and_not_read_further() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = sent.clone();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 1024];
+            let _ = stream.read(&mut request).await;
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await;
+            let chunk = vec![b'x'; 64 * 1024];
+            while stream.write_all(&chunk).await.is_ok() {
+                counted.fetch_add(chunk.len(), std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        let answer = call(
+            &TcpNetwork,
+            &addr,
+            Request::get("/"),
+            Duration::from_secs(10),
+        )
+        .await;
+        assert_eq!(answer.unwrap_err(), CallFailure::TooLarge);
+        // The sender stops once the socket's buffers are full: a few MiB, never more.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let sent = sent.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(sent < 64 * MAX_BODY_BYTES, "{sent} bytes were taken");
+    }
 }
