@@ -193,3 +193,86 @@ fn chaos_merge_refuses_an_incomplete_or_mixed_set() {
         );
     }
 }
+
+/// Issue 27: a shard is a file anyone can edit. A deleted cell, a count
+/// past the seeds run or a `seeds_run` of 10^12 is refused, naming the
+/// shard and the cell, never summed in.
+#[test]
+fn chaos_merge_refuses_a_tampered_shard_naming_it_and_the_cell() {
+    let dir = common::temp_dir("merge-tampered");
+    let out = |name: &str| dir.join(name).display().to_string();
+    for shard in ["1/2", "2/2"] {
+        let name = format!("s{}", &shard[..1]);
+        let output = common::chaos(&[
+            "run",
+            "scenarios/lost-response-keyed.toml",
+            "scenarios/changed-payload.toml",
+            "--target",
+            "ledger",
+            "--target",
+            "fresh-key",
+            "--seeds",
+            "4",
+            "--partition",
+            shard,
+            "--out",
+            &out(&name),
+        ]);
+        assert_eq!(output.status.code(), Some(1), "{shard}");
+    }
+    let original: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out("s2/report.json")).unwrap()).unwrap();
+    let tamper = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut report = original.clone();
+        edit(&mut report);
+        std::fs::create_dir_all(out(name)).unwrap();
+        std::fs::write(out(&format!("{name}/report.json")), report.to_string()).unwrap();
+        out(&format!("{name}/report.json"))
+    };
+    let cases = [
+        (
+            tamper("deleted", &|report| {
+                report["cells"].as_array_mut().unwrap().remove(1);
+            }),
+            "does not add up at lost-response-keyed x fresh-key: the cell is missing",
+        ),
+        (
+            tamper("failed", &|report| {
+                report["cells"][0]["seeds_failed"] = 3.into();
+            }),
+            "seeds failed and undecided 3 exceeds the 2 seeds run",
+        ),
+        (
+            tamper("inflated", &|report| {
+                report["cells"][0]["seeds_run"] = 1_000_000_000_000u64.into();
+            }),
+            "1000000000000 trial(s), and 2 of it are this shard's",
+        ),
+    ];
+    for (tampered, expected) in cases {
+        let output = common::chaos(&[
+            "merge",
+            &out("s1/report.json"),
+            &tampered,
+            "--out",
+            &out("never"),
+        ]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("report 2 (shard 2/2)"), "{stderr}");
+        assert!(
+            stderr.contains(expected),
+            "expected '{expected}' in: {stderr}"
+        );
+        assert!(!dir.join("never").exists(), "nothing is written");
+    }
+    // The untouched pair still merges.
+    let output = common::chaos(&[
+        "merge",
+        &out("s1/report.json"),
+        &out("s2/report.json"),
+        "--out",
+        &out("merged"),
+    ]);
+    assert_eq!(output.status.code(), Some(1));
+}

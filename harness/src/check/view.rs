@@ -762,7 +762,7 @@ impl Epochs {
                     return Some(Crowded {
                         starts_at: self.starts[epoch],
                         effects: inside,
-                        extra: *effect,
+                        extra: effect,
                     });
                 }
             }

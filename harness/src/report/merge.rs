@@ -23,6 +23,110 @@ pub enum MergeError {
     Missing { missing: Vec<String>, total: u64 },
     #[error("failed to merge: report {report} differs from report 1 in its {field}; the shards of one run share their scenarios, targets, seeds, transport, report settings and chaos version")]
     Mismatch { report: usize, field: &'static str },
+    #[error("failed to merge: report {report} (shard {shard}) does not add up at {cell}: {why}; it was edited or cut short, so run that shard again")]
+    Inconsistent {
+        report: usize,
+        shard: String,
+        cell: String,
+        why: String,
+    },
+}
+
+/// Whether a shard holds what a shard of this run must: a cell for every
+/// (scenario, target) with trials in its share and for no other, each with
+/// no more trials than its share, and counts that add up. A report is a
+/// file anyone can edit; a merge must not sum a deleted cell away or a
+/// `seeds_run` of 10^12 in.
+fn check_shard(report: usize, shard: &Summary) -> Result<(), MergeError> {
+    let Some(partition) = shard.partition else {
+        return Err(MergeError::NotAShard(report));
+    };
+    let per_cell = shard.seeds.count;
+    let share = |cell: u64| {
+        let before = |cell: u64| partition.share_of(cell.saturating_mul(per_cell));
+        before(cell + 1) - before(cell)
+    };
+    let wrong = |cell: &str, why: String| MergeError::Inconsistent {
+        report,
+        shard: partition.to_string(),
+        cell: cell.to_owned(),
+        why,
+    };
+    let pairs = (shard.scenarios.iter())
+        .flat_map(|scenario| (shard.targets.iter()).map(move |target| (scenario, target)));
+    let mut expected_cells = 0;
+    for (index, (scenario, target)) in pairs.enumerate() {
+        let name = format!("{} x {}", scenario.name, target.name);
+        let trials = share(index as u64);
+        let cell = shard.cell(&scenario.name, &target.name);
+        let Some(cell) = cell else {
+            if trials > 0 {
+                return Err(wrong(
+                    &name,
+                    format!("the cell is missing, and {trials} trial(s) of it are this shard's"),
+                ));
+            }
+            continue;
+        };
+        expected_cells += 1;
+        let not_run = cell.not_run.as_ref().map_or(0, |not_run| not_run.seeds);
+        let held = cell.seeds_run.saturating_add(not_run);
+        // A cell that could not run stops early; any other holds its share.
+        let fits = if cell.not_run.is_some() {
+            held <= trials
+        } else {
+            held == trials
+        };
+        if !fits {
+            return Err(wrong(
+                &name,
+                format!("{held} trial(s), and {trials} of it are this shard's"),
+            ));
+        }
+        let most = |what: &str, count: u64| {
+            (count > cell.seeds_run).then(|| {
+                wrong(
+                    &name,
+                    format!("{what} {count} exceeds the {} seeds run", cell.seeds_run),
+                )
+            })
+        };
+        let counts = [
+            (
+                "seeds failed and undecided",
+                cell.seeds_failed.saturating_add(cell.seeds_unknown),
+            ),
+            ("seeds with every fault acting", cell.seeds_all_faults_acted),
+            (
+                "seeds in the dispatch histogram",
+                cell.dispatches.histogram.iter().map(|bin| bin.seeds).sum(),
+            ),
+        ];
+        let tallies = (cell.checks.iter()).map(|count| ("seeds of a check", count.seeds));
+        let faults =
+            (cell.faults.iter()).map(|fault| ("seeds a fault acted on", fault.seeds_acted));
+        let warnings = (cell.warnings.iter()).map(|warning| ("seeds of a warning", warning.seeds));
+        for (what, count) in counts
+            .into_iter()
+            .chain(tallies)
+            .chain(faults)
+            .chain(warnings)
+        {
+            if let Some(error) = most(what, count) {
+                return Err(error);
+            }
+        }
+    }
+    if shard.cells.len() != expected_cells {
+        return Err(wrong(
+            "its cells",
+            format!(
+                "{} cells, of which {expected_cells} are of its scenarios and targets",
+                shard.cells.len()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Merges shard reports, given in any order. Report numbers in errors are
@@ -69,6 +173,7 @@ pub fn merge(shards: Vec<Summary>) -> Result<Summary, MergeError> {
         if shard.targets != first.targets {
             return Err(differs("targets"));
         }
+        check_shard(report, shard)?;
     }
     let missing: Vec<String> = seen
         .iter()
