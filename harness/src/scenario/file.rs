@@ -29,8 +29,99 @@ pub(super) fn read(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         )));
     }
     let (strict, optional) = take_optional(text);
-    let file: ScenarioFile = input::parse(path, &strict)?;
+    let file: ScenarioFile = input::parse(path, &strict).map_err(|error| {
+        let errors = input::Errors {
+            path,
+            text: &strict,
+        };
+        explain(error, &errors)
+    })?;
     file.validate(path, text, optional)
+}
+
+/// A parse error made to say how to fix the scenario where serde's words do
+/// not (issue 27): what a missing required key is, with its choices, and
+/// which field of a `[[fault]]` has the wrong type (the kind's shape is read
+/// as a whole, so serde points at the table, not the field).
+fn explain(error: input::FileError, errors: &input::Errors<'_>) -> input::FileError {
+    let message = error.message.as_str();
+    let hint = match message {
+        "missing field `test`" => Some(format!(
+            "missing field `test`: what this scenario tests, e.g. `test = \"lost-response\"`; one of {}",
+            choices::<super::TestKind>()
+        )),
+        "missing field `description`" => Some(
+            "missing field `description`: one line saying what the scenario does, e.g. `description = \"the provider commits and its answer is lost\"`; every report shows it"
+                .to_owned(),
+        ),
+        _ => None,
+    };
+    if let Some(hint) = hint {
+        return input::FileError {
+            message: hint,
+            ..error
+        };
+    }
+    match message.strip_prefix("invalid type: ") {
+        Some(found) => fault_field(&error, errors, found).unwrap_or(error),
+        None => error,
+    }
+}
+
+/// The choices of a kebab-case enum, as serde lists them for a value it
+/// does not know: `lost-response`, `concurrent-attempts`, ...
+fn choices<T: serde::de::DeserializeOwned>() -> String {
+    use serde::de::value::{Error, StrDeserializer};
+    let unknown = T::deserialize(StrDeserializer::<Error>::new("")).err();
+    let message = unknown.map(|error| error.to_string()).unwrap_or_default();
+    message
+        .split_once("expected one of ")
+        .map_or_else(String::new, |(_, choices)| choices.to_owned())
+}
+
+/// For an error serde put at a `[[fault]]` header: the first field of that
+/// table whose value is of the type serde found, and the error there.
+fn fault_field(
+    error: &input::FileError,
+    errors: &input::Errors<'_>,
+    found: &str,
+) -> Option<input::FileError> {
+    use toml::de::{DeTable, DeValue};
+    let line = error.location?.line;
+    let text = errors.text;
+    let header = text.lines().nth(line - 1)?;
+    if header.trim() != "[[fault]]" {
+        return None;
+    }
+    let index = (text.lines().take(line - 1))
+        .filter(|line| line.trim() == "[[fault]]")
+        .count();
+    let document = DeTable::parse(text).ok()?;
+    let faults = (document.get_ref().iter())
+        .find(|(key, _)| key.get_ref().as_ref() == "fault")
+        .map(|(_, value)| value.get_ref());
+    let Some(DeValue::Array(faults)) = faults else {
+        return None;
+    };
+    let DeValue::Table(table) = faults.get(index)?.get_ref() else {
+        return None;
+    };
+    let of_type = |value: &DeValue<'_>| match value {
+        DeValue::String(_) => found.starts_with("string"),
+        DeValue::Integer(_) => found.starts_with("integer"),
+        DeValue::Float(_) => found.starts_with("floating point"),
+        DeValue::Boolean(_) => found.starts_with("boolean"),
+        DeValue::Datetime(_) => found.starts_with("datetime"),
+        DeValue::Array(_) => found.starts_with("sequence"),
+        DeValue::Table(_) => found.starts_with("map"),
+    };
+    let (key, _) = (table.iter())
+        .filter(|(key, _)| key.get_ref().as_ref() != "kind")
+        .find(|(_, value)| of_type(value.get_ref()))?;
+    Some(errors.at(
+        key.span(),
+        format!("`{}`: {}", key.get_ref().as_ref(), error.message),
+    ))
 }
 
 /// Takes `optional = true|false` out of every `[[fault]]` table: the indices

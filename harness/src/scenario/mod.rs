@@ -508,6 +508,29 @@ operation = "reminder"
         assert!(message.contains("optional"), "{message}");
     }
 
+    // guards: "missing field `test`" said nothing of what `test` is, and a
+    // wrong type in a `[[fault]]` field named no field (issue 27, item 9)
+    #[test]
+    fn parse_errors_say_what_a_key_is_and_which_field_is_wrong() {
+        let no_test = MINIMAL.replacen("test = \"lost-response\"", "", 1);
+        let message = parse(&no_test).unwrap_err().to_string();
+        assert!(
+            message.contains("missing field `test`: what this scenario tests")
+                && message.contains("`concurrent-attempts`")
+                && message.contains("`re-plan`"),
+            "{message}"
+        );
+        let wrong = format!(
+            "{MINIMAL}\n[[fault]]\nkind = \"lose-response\"\nhop = [\"provider-to-target\"]\nnth = 1\nmode = \"hold\"\n"
+        );
+        let message = parse(&wrong).unwrap_err().to_string();
+        // Line 14 holds `hop`, under the header on line 12.
+        assert!(
+            message.starts_with("scenarios/example.toml:14:1: `hop`: invalid type: sequence"),
+            "{message}"
+        );
+    }
+
     #[test]
     fn a_revoke_needs_exactly_one_trigger() {
         let text = format!(
