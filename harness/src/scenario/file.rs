@@ -62,6 +62,24 @@ fn explain(error: input::FileError, errors: &input::Errors<'_>) -> input::FileEr
             ..error
         };
     }
+    if message == "invalid type: map, expected a sequence" {
+        // `[call]` where the file means `[[call]]`: one table where a list is.
+        let line = error
+            .location
+            .and_then(|at| errors.text.lines().nth(at.line - 1));
+        let name = line.map(str::trim).and_then(|line| {
+            let name = line.strip_prefix('[')?.strip_suffix(']')?;
+            (!name.starts_with('[')).then_some(name)
+        });
+        if let Some(name) = name {
+            return input::FileError {
+                message: format!(
+                    "`[{name}]` is a list of tables: write `[[{name}]]`, once per item"
+                ),
+                ..error
+            };
+        }
+    }
     match message.strip_prefix("invalid type: ") {
         Some(found) => fault_field(&error, errors, found).unwrap_or(error),
         None => error,

@@ -529,6 +529,12 @@ operation = "reminder"
             message.starts_with("scenarios/example.toml:14:1: `hop`: invalid type: sequence"),
             "{message}"
         );
+        let single = MINIMAL.replace("[[call]]", "[call]");
+        let message = parse(&single).unwrap_err().to_string();
+        assert!(
+            message.ends_with("`[call]` is a list of tables: write `[[call]]`, once per item"),
+            "{message}"
+        );
     }
 
     #[test]
