@@ -126,6 +126,12 @@ fn explain(message: &str, at: Option<&str>) -> String {
             return format!("duplicate key `{key}`: it is already set in this table; keep one");
         }
     }
+    // A table where a name from a list is expected (`profile = { a = 1 }`):
+    // serde's words are about enum internals.
+    if message.starts_with("wanted exactly 1 element") {
+        let found = at.map(|at| format!(", not `{at}`")).unwrap_or_default();
+        return format!("expected one name in quotes (a string), not a table{found}");
+    }
     if message == "wanted string or table" {
         let found = at.map(|at| format!(", not `{at}`")).unwrap_or_default();
         return format!("expected a name in quotes (a string){found}");
@@ -176,6 +182,12 @@ mod tests {
         assert_eq!(
             message("profile = -1\n"),
             "expected a name in quotes (a string), not `-1`"
+        );
+        assert!(
+            message("profile = { keyed = 1, lookup = 2 }\n")
+                .starts_with("expected one name in quotes (a string), not a table"),
+            "{}",
+            message("profile = { keyed = 1, lookup = 2 }\n")
         );
         assert_eq!(
             message("attempts = -1\n"),
