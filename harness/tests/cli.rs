@@ -3,18 +3,10 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Output};
+use common::chaos_out as chaos;
 
-/// Runs `chaos args... --out out`.
-fn chaos(args: &[&str], out: &Path) -> Output {
-    common::chaos_command()
-        .args(args)
-        .arg("--out")
-        .arg(out)
-        .output()
-        .expect("chaos runs")
-}
+use std::path::Path;
+use std::process::Command;
 
 #[test]
 fn a_passing_run_exits_0_and_prints_the_seeds_first() {

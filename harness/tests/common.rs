@@ -97,6 +97,29 @@ pub fn chaos(args: &[&str]) -> Output {
     chaos_command().args(args).output().expect("chaos runs")
 }
 
+/// Runs `chaos args... --out out` from the repository's root and waits for it.
+pub fn chaos_out(args: &[&str], out: &Path) -> Output {
+    chaos_command()
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("chaos runs")
+}
+
+/// Whether process `pid` runs: a zombie does not (the third field of
+/// `/proc/PID/stat` says `Z`).
+pub fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
 /// What a finished command printed: (stdout, stderr).
 pub fn text(output: &Output) -> (String, String) {
     (

@@ -348,18 +348,6 @@ PYTHONUNBUFFERED = "1"
     path
 }
 
-/// Whether `pid` runs (a zombie does not).
-fn alive(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        !stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z')
-    })
-}
-
 /// The pid in `file`, once it is written (within 10 s).
 fn pid_in(file: &Path) -> i32 {
     for _ in 0..1000 {
@@ -377,7 +365,7 @@ fn pid_in(file: &Path) -> i32 {
 fn gone_within_a_second(pid: i32) -> bool {
     (0..100).any(|_| {
         std::thread::sleep(std::time::Duration::from_millis(10));
-        !alive(pid)
+        !common::alive(pid)
     })
 }
 
@@ -426,7 +414,10 @@ fn a_setsid_daemon_started_by_a_target_is_gone_after_a_normal_end_and_after_a_si
     let chaos_pid = killed.id();
     killed.kill().unwrap();
     killed.wait().unwrap();
-    assert!(alive(daemon), "the daemon runs on until chaos next starts");
+    assert!(
+        common::alive(daemon),
+        "the daemon runs on until chaos next starts"
+    );
     let folders = |pid: u32| -> Vec<PathBuf> {
         std::fs::read_dir(std::env::temp_dir())
             .unwrap()

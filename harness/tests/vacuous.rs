@@ -3,17 +3,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use common::chaos_out as chaos;
 
-fn chaos(args: &[&str], out: &Path) -> Output {
-    common::chaos_command()
-        .args(args)
-        .arg("--out")
-        .arg(out)
-        .output()
-        .expect("chaos runs")
-}
+use std::path::{Path, PathBuf};
 
 /// `scenarios/lost-response-keyed.toml` with its loss moved to the ninth
 /// answer, which one call never gets: written as `dir/name.toml`.

@@ -786,8 +786,7 @@ impl CellWarning {
             return;
         };
         kept.seeds += warning.seeds;
-        let order = |seed: u64| seed.wrapping_sub(first_seed);
-        if order(warning.first_seed) < order(kept.first_seed) {
+        if tally::earlier(warning.first_seed, kept.first_seed, first_seed) {
             kept.first_seed = warning.first_seed;
             kept.message = warning.message;
             kept.rerun = warning.rerun;

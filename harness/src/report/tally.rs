@@ -139,8 +139,7 @@ impl NotRun {
             return;
         };
         kept.seeds += other.seeds;
-        let order = |seed: u64| seed.wrapping_sub(first_seed);
-        if order(other.first_seed) < order(kept.first_seed) {
+        if earlier(other.first_seed, kept.first_seed, first_seed) {
             kept.first_seed = other.first_seed;
             kept.reason = other.reason;
         }
@@ -151,6 +150,13 @@ impl NotRun {
         let reason = self.reason.lines().next().unwrap_or_default();
         format!("not run: {reason}")
     }
+}
+
+/// Whether `seed` comes before `than` in a run starting at `first_seed`
+/// (seeds wrap past `u64::MAX`): the order a cell keeps its first seed by,
+/// whatever order seeds and shards arrive in.
+pub(crate) fn earlier(seed: u64, than: u64, first_seed: u64) -> bool {
+    seed.wrapping_sub(first_seed) < than.wrapping_sub(first_seed)
 }
 
 #[cfg(test)]

@@ -97,6 +97,24 @@ fn choices<T: serde::de::DeserializeOwned>() -> String {
         .map_or_else(String::new, |(_, choices)| choices.to_owned())
 }
 
+/// Every `[[fault]]` table of a parsed document, with its index, spans kept.
+fn fault_tables<'a, 'i>(
+    document: &'a toml::de::DeTable<'i>,
+) -> impl Iterator<Item = (usize, &'a toml::de::DeTable<'i>)> {
+    use toml::de::DeValue;
+    let faults = (document.iter())
+        .find(|(key, _)| key.get_ref().as_ref() == "fault")
+        .map(|(_, value)| value.get_ref());
+    let tables = match faults {
+        Some(DeValue::Array(faults)) => faults.iter().collect(),
+        _ => Vec::new(),
+    };
+    (tables.into_iter().enumerate()).filter_map(|(index, fault)| match fault.get_ref() {
+        DeValue::Table(table) => Some((index, table)),
+        _ => None,
+    })
+}
+
 /// For an error serde put at a `[[fault]]` header: the first field of that
 /// table whose value is of the type serde found, and the error there.
 fn fault_field(
@@ -115,15 +133,7 @@ fn fault_field(
         .filter(|line| line.trim() == "[[fault]]")
         .count();
     let document = DeTable::parse(text).ok()?;
-    let faults = (document.get_ref().iter())
-        .find(|(key, _)| key.get_ref().as_ref() == "fault")
-        .map(|(_, value)| value.get_ref());
-    let Some(DeValue::Array(faults)) = faults else {
-        return None;
-    };
-    let DeValue::Table(table) = faults.get(index)?.get_ref() else {
-        return None;
-    };
+    let (_, table) = fault_tables(document.get_ref()).find(|(at, _)| *at == index)?;
     let of_type = |value: &DeValue<'_>| match value {
         DeValue::String(_) => found.starts_with("string"),
         DeValue::Integer(_) => found.starts_with("integer"),
@@ -154,17 +164,8 @@ fn take_optional(text: &str) -> (std::borrow::Cow<'_, str>, BTreeSet<usize>) {
     let Ok(document) = DeTable::parse(text) else {
         return (text.into(), optional);
     };
-    let faults = (document.get_ref().iter())
-        .find(|(key, _)| key.get_ref().as_ref() == "fault")
-        .map(|(_, value)| value.get_ref());
-    let Some(DeValue::Array(faults)) = faults else {
-        return (text.into(), optional);
-    };
     let mut blanks = Vec::new();
-    for (index, fault) in faults.iter().enumerate() {
-        let DeValue::Table(table) = fault.get_ref() else {
-            continue;
-        };
+    for (index, table) in fault_tables(document.get_ref()) {
         for (key, value) in table.iter() {
             if key.get_ref().as_ref() != "optional" {
                 continue;
