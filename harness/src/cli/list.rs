@@ -8,16 +8,17 @@ use crate::callers::CallerDriver;
 use crate::error::Error;
 use crate::exit::Exit;
 use crate::provider_api::ProviderApi;
-use crate::scenario::Scenario;
+use crate::scenario::{builtin, Scenario};
 use crate::target;
 use crate::target_file;
 use crate::way_in::WayIn;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct ListArgs {
-    /// Where to look for scenarios.
-    #[arg(long, default_value = "scenarios")]
-    scenarios: PathBuf,
+    /// Where to look for scenarios. Default: `scenarios` when there is such
+    /// a folder here, else the suite built into chaos.
+    #[arg(long)]
+    scenarios: Option<PathBuf>,
     /// Where to look for target files (DIR/*/target.toml, DIR/*/*.target.toml).
     #[arg(long, default_value = "targets")]
     targets: PathBuf,
@@ -56,11 +57,25 @@ pub(super) fn list(args: ListArgs) -> Result<Exit, Error> {
             Err(error) => broken.push(error),
         }
     }
-    let mut paths = scenario_files(&args.scenarios)?;
-    paths.sort();
-    outln!("scenarios in {}:", args.scenarios.display());
-    for path in paths {
-        match Scenario::load(&path) {
+    let folder = args
+        .scenarios
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("scenarios"));
+    let loaded: Vec<Result<Scenario, crate::FileError>> = if args.scenarios.is_none()
+        && !folder.is_dir()
+    {
+        outln!("scenarios built into chaos (run with no paths; `chaos scenarios export DIR` writes them out):");
+        builtin::suite()
+            .map(|(path, text)| Scenario::parse(Path::new(path), text))
+            .collect()
+    } else {
+        let mut paths = scenario_files(&folder)?;
+        paths.sort();
+        outln!("scenarios in {}:", folder.display());
+        paths.iter().map(|path| Scenario::load(path)).collect()
+    };
+    for loaded in loaded {
+        match loaded {
             Ok(scenario) => outln!(
                 "  {:<32} {:<20} {}",
                 scenario.name,

@@ -14,6 +14,7 @@ mod list;
 mod merge;
 mod probe;
 mod run;
+mod scenarios;
 mod signal;
 pub(crate) mod stdout;
 
@@ -25,7 +26,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use crate::error::Error;
 use crate::exit::Exit;
 use crate::report::{self, json, junit, markdown, table, Format, Summary};
-use crate::scenario::Scenario;
+use crate::scenario::{builtin, Scenario};
 use crate::target::{self, Target};
 use stdout::{err, errln, out, outln};
 
@@ -63,6 +64,8 @@ enum Command {
     Probe(probe::ProbeArgs),
     /// Write a commented target file for the service in a folder.
     InitTarget(init_target::InitTargetArgs),
+    /// The scenarios built into chaos: `chaos scenarios export DIR` writes them out.
+    Scenarios(scenarios::ScenariosArgs),
 }
 
 /// Runs the command the flags name.
@@ -76,6 +79,7 @@ pub fn run(cli: Cli) -> Result<Exit, Error> {
         Command::Compare(args) => compare::compare(args),
         Command::Probe(args) => probe::probe(args),
         Command::InitTarget(args) => init_target::init_target(args),
+        Command::Scenarios(args) => scenarios::scenarios(args),
     }
 }
 
@@ -143,14 +147,49 @@ fn parse_count(text: &str) -> Result<u64, String> {
 const TARGETS_DIR: &str = "targets";
 
 /// Every scenario file, parsed; every error in them at once.
+///
+/// No paths is the suite built into the binary (`scenarios/*.toml` of the
+/// repository it was built from), so an installed `chaos` runs from any
+/// directory. A path that is not on disk but names a built-in scenario
+/// (`scenarios/three-charges.toml`, as every rerun command prints it) is
+/// read from the binary, and said so once: a rerun command works on a
+/// machine without a clone, and a file on disk always wins, so an edited
+/// scenario is the one that runs.
 fn load_scenarios(paths: &[PathBuf]) -> Result<Vec<Scenario>, Error> {
-    let mut scenarios = Vec::with_capacity(paths.len());
+    let mut scenarios = Vec::with_capacity(paths.len().max(1));
     let mut errors = Vec::new();
+    if paths.is_empty() {
+        for (path, text) in builtin::suite() {
+            match Scenario::parse(Path::new(path), text) {
+                Ok(scenario) => scenarios.push(scenario),
+                Err(error) => errors.push(error),
+            }
+        }
+        if scenarios.is_empty() && errors.is_empty() {
+            return Err(Error::Usage(
+                "no scenario files given, and this chaos was built without the repository's scenarios/ folder; name scenario files (e.g. scenarios/*.toml)".into(),
+            ));
+        }
+    }
+    let mut built_in = Vec::new();
     for path in paths {
-        match Scenario::load(path) {
+        let loaded = match builtin::get(path) {
+            Some(text) if std::fs::symlink_metadata(path).is_err() => {
+                built_in.push(path.display().to_string());
+                Scenario::parse(path, text)
+            }
+            _ => Scenario::load(path),
+        };
+        match loaded {
             Ok(scenario) => scenarios.push(scenario),
             Err(error) => errors.push(error),
         }
+    }
+    if !built_in.is_empty() {
+        errln!(
+            "note: {} not on disk here; using the copy built into chaos (`chaos scenarios export DIR` writes them out)",
+            built_in.join(", ")
+        );
     }
     if !errors.is_empty() {
         return Err(Error::Files(errors));

@@ -14,8 +14,9 @@ use crate::target::Target;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct RunArgs {
-    /// Scenario files (e.g. scenarios/*.toml).
-    #[arg(required = true)]
+    /// Scenario files (e.g. scenarios/*.toml). None: the suite built into
+    /// chaos (the repository's scenarios/*.toml; `chaos scenarios export DIR`
+    /// writes it out for editing).
     scenarios: Vec<PathBuf>,
     /// A target to run (repeatable): a reference target's name (simulated), a
     /// target file's path or its name from `chaos list` (live).
@@ -101,8 +102,13 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
     say(
         &args.reports,
         format!(
-            "chaos: {seeds}; {} scenario(s) x {} target(s){shard}",
+            "chaos: {seeds}; {} scenario(s){} x {} target(s){shard}",
             scenarios.len(),
+            if args.scenarios.is_empty() {
+                " (built in)"
+            } else {
+                ""
+            },
             targets.len()
         ),
     );

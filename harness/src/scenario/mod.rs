@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::fault::Fault;
 use crate::input::{self, FileError};
 
+pub(crate) mod builtin;
 mod file;
 mod fixture;
 mod label;
