@@ -510,3 +510,40 @@ fn the_github_actions_example_uses_real_flags() {
         }
     }
 }
+
+// Issue 28 item 3: every finding has a page that says how to fix it, as
+// rustc's --explain does.
+#[test]
+fn chaos_explain_prints_a_check_s_page_and_names_the_choices_for_a_typo() {
+    let output = common::chaos(&["explain", "duplicate-effect"]);
+    let (stdout, stderr) = common::text(&output);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stdout.starts_with("# `duplicate-effect`\n"), "{stdout}");
+    for part in [
+        "Fix: claim the key durably",
+        "## An example",
+        "## How to fix the layer",
+    ] {
+        assert!(stdout.contains(part), "{part}: {stdout}");
+    }
+    // Pasted from a finding, colon and all.
+    let pasted = common::chaos(&["explain", "Disclosure:"]);
+    assert!(common::text(&pasted).0.starts_with("# `disclosure`"));
+
+    let typo = common::chaos(&["explain", "duplicate"]);
+    let (_, stderr) = common::text(&typo);
+    assert_eq!(typo.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("Did you mean duplicate-effect?"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("race-absorbed-by-provider"), "{stderr}");
+
+    let listed = common::chaos(&["explain"]);
+    let (stdout, _) = common::text(&listed);
+    assert_eq!(
+        stdout.lines().count(),
+        1 + chaos::Check::ALL.len(),
+        "{stdout}"
+    );
+}

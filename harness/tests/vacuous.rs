@@ -286,7 +286,7 @@ fn a_failing_run_reads_as_causes_most_serious_first_then_what_to_do_next() {
     let (stdout, stderr) = common::text(&output);
     assert_eq!(output.status.code(), Some(1), "{stdout}{stderr}");
     let causes = stdout
-        .split_once("causes, most serious first:\n")
+        .split_once("causes, most serious first (`chaos explain CHECK` for a check's page):\n")
         .unwrap_or_else(|| panic!("{stdout}"))
         .1;
     let disclosure = causes.find("  disclosure in 1 cell(s)").expect(causes);

@@ -27,6 +27,7 @@
 mod authorization;
 mod disclosure;
 mod effects;
+pub(crate) mod explain;
 mod faults;
 mod honesty;
 mod liveness;
@@ -221,38 +222,6 @@ impl Check {
             Check::Stuck => 3,
             Check::RunIncomplete | Check::FaultNeverActed => 4,
             Check::RaceAbsorbedByProvider => 5,
-        }
-    }
-
-    /// The fix, in one line: what to change in the layer (or the scenario).
-    pub fn fix(self) -> &'static str {
-        match self {
-            Check::WrongDecision => "decide from the verified token and the stored record, never from the model's arguments or headers",
-            Check::Disclosure => "answer a denied, conflicting or revoked caller without the receipt or result; scope records by tenant",
-            Check::ChangedPayloadDispatched => "fingerprint the arguments with the key and refuse a different payload under it (conflict), before dispatching",
-            Check::ReplayForChangedPayload => "compare the stored fingerprint before replaying: a different payload gets conflict, not the old result",
-            Check::FalseConflict => "compare payloads canonically (key order, number spelling), so the same arguments replay",
-            Check::DeniedButDispatched => "check authorization before claiming or dispatching, and answer denied only when nothing was sent",
-            Check::DispatchedAfterRevocation => "check the caller's grant on every attempt, retries and replays included, not once per operation",
-            Check::UnmarkedReplay => "mark a stored answer as a replay (`Idempotent-Replayed: true` or outcome replayed)",
-            Check::StaleApplied => "answer replayed, not applied, for an effect committed before this attempt",
-            Check::ClaimWithoutEffect => "claim applied or replayed only with a receipt the provider gave; a silence is unknown",
-            Check::RejectedWithEffect => "look the key up before answering rejected: the effect may exist",
-            Check::HeldWithEffect => "hold for review before dispatching, never after",
-            Check::FailedWithEffect => "answer failed only when the provider said it did nothing; a lost answer or a reset is unknown",
-            Check::ReceiptMismatch => "return the provider's own receipt for this operation, from the stored record",
-            Check::ExpiredNotRefused => "past the declared retention, answer rejected without dispatching, as the policy says",
-            Check::ExpiredNotReconciled => "past the declared retention, look the key up at the provider before any dispatch",
-            Check::DuplicateEffect => "claim the key durably before dispatching and send the provider the same downstream key on every retry, re-plan and restart",
-            Check::MissingEffect => "key operations by what the agent meant (its run and step), not by the invoice or the conversation alone",
-            Check::ExtraDispatch => "serve a retry from the stored record instead of sending the provider the request again",
-            Check::UnattributedEffect => "stop a trial's work with its answer (or set fresh-process = true): an effect arrived that no operation of the trial made",
-            Check::MissingReference => "answer a step decided again with the effect reference already given for it",
-            Check::UnexpectedOutcome => "end the call with an outcome the scenario accepts (see its expect list)",
-            Check::Stuck => "reconcile an unknown outcome with the provider (lookup, or resend under the same key) within the agent's budget, or give the agent longer ([agent] retry-for)",
-            Check::FaultNeverActed => "make the fault reachable in this run (its nth, its hop), or mark it optional = true with the reason",
-            Check::RunIncomplete => "read the reason: the target errored, hung or exited; `chaos probe` checks it alone",
-            Check::RaceAbsorbedByProvider => "claim the key in the layer before dispatching, so one attempt dispatches and the others wait for its result",
         }
     }
 

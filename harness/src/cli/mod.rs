@@ -8,6 +8,7 @@
 
 mod bench;
 mod compare;
+mod explain;
 mod explore;
 mod init_target;
 mod list;
@@ -66,6 +67,8 @@ enum Command {
     InitTarget(init_target::InitTargetArgs),
     /// The scenarios built into chaos: `chaos scenarios export DIR` writes them out.
     Scenarios(scenarios::ScenariosArgs),
+    /// A check's page: what its finding means, an example history, how to fix the layer.
+    Explain(explain::ExplainArgs),
 }
 
 /// Runs the command the flags name.
@@ -80,6 +83,7 @@ pub fn run(cli: Cli) -> Result<Exit, Error> {
         Command::Probe(args) => probe::probe(args),
         Command::InitTarget(args) => init_target::init_target(args),
         Command::Scenarios(args) => scenarios::scenarios(args),
+        Command::Explain(args) => explain::explain(args),
     }
 }
 

@@ -172,7 +172,8 @@ pub fn render_causes(summary: &Summary) -> String {
         return String::new();
     }
     causes.sort_by_key(|(check, _)| (check.seriousness(), check.specificity()));
-    let mut out = String::from("causes, most serious first:\n");
+    let mut out =
+        String::from("causes, most serious first (`chaos explain CHECK` for a check's page):\n");
     for (check, cells) in causes {
         let shown: Vec<&str> = cells.iter().take(3).map(String::as_str).collect();
         let more = match cells.len() {
