@@ -107,6 +107,7 @@ pub fn gate_targets() -> Vec<SimTarget> {
         gate_variant!("gate-ignores-expiry"),
         gate_variant!("gate-checks-once"),
         gate_variant!("gate-trusts-header"),
+        gate_variant!("gate-export-unscoped"),
     ];
     debug_assert_eq!(targets.len(), target_gate::variants().len());
     targets
@@ -285,7 +286,7 @@ mod tests {
         let error = find("ledgr").unwrap_err();
         assert_eq!(
             error.to_string(),
-            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure, assumes-delivered, baseline, gate-no-identity, gate-no-scope, gate-no-tenant, gate-no-approval, gate, gate-reuses-approval, gate-ignores-expiry, gate-checks-once, gate-trusts-header, undefended, blocklist, allowlist"
+            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure, assumes-delivered, baseline, gate-no-identity, gate-no-scope, gate-no-tenant, gate-no-approval, gate, gate-reuses-approval, gate-ignores-expiry, gate-checks-once, gate-trusts-header, gate-export-unscoped, undefended, blocklist, allowlist"
         );
     }
 }
