@@ -112,7 +112,10 @@ fn the_lab_and_the_faults_beyond_it_reproduce_live() {
 #[test]
 fn the_postures_reproduce_live() {
     let scenarios = common::scenarios_in(&common::scenarios_dir().join("posture"));
-    let summary = run(&scenarios, &["undefended", "blocklist", "allowlist"]);
+    let summary = run(
+        &scenarios,
+        &["undefended", "blocklist", "allowlist", "impact-threshold"],
+    );
     let figures: Vec<(String, String, String)> = posture::figures(&summary)
         .into_iter()
         .map(|figure| {
@@ -133,9 +136,10 @@ fn the_postures_reproduce_live() {
     assert_eq!(
         figures,
         [
-            row("undefended", "100% (20/20)"),
-            row("blocklist", "20% (4/20)"),
-            row("allowlist", "0% (0/20)"),
+            row("undefended", "100% (21/21)"),
+            row("blocklist", "24% (5/21)"),
+            row("allowlist", "0% (0/21)"),
+            row("impact-threshold", "81% (17/21)"),
         ]
     );
 }
