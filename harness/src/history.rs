@@ -88,6 +88,11 @@ pub struct Answer {
     pub receipt: Option<String>,
     /// Whether the body carried a `result`.
     pub disclosed_result: bool,
+    /// The records the result released to the caller (`result.records[].id`,
+    /// as an export returns them): the disclosure check compares their
+    /// stored owners with the caller's tenant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub records: Vec<String>,
     pub reason: Option<String>,
     /// Why the target file's `[response]` mapping could not read this
     /// answer (its outcome is then `unknown`): the finding is the mapping's,

@@ -224,7 +224,7 @@ impl<'a> Trial<'a> {
                     Some(arguments) => arguments
                         .invoice
                         .clone()
-                        .unwrap_or_else(|| format!("all-invoices-{name}")),
+                        .unwrap_or_else(|| bulk_subject(name)),
                     None => format!("inv-{}-{seed:x}{suffix}", setup.subject),
                 };
                 let first_variant = scenario
@@ -403,6 +403,12 @@ pub(crate) fn tool_use_id(seed: u64, call: u32, decision: u32, suffix: &str) -> 
     format!("tu-{seed:x}-{call}-{decision}{suffix}")
 }
 
+/// The subject of a lab call on no one record (an export): named in its
+/// body under the subject field, so an allowed export's effect is its own.
+fn bulk_subject(operation: &str) -> String {
+    format!("all-invoices-{operation}")
+}
+
 /// The key a tool call mints for itself when nobody holds the step's: the
 /// model's tool-use id, as frameworks that key on it do.
 pub(crate) fn own_key(tool_use_id: &str) -> String {
@@ -410,17 +416,20 @@ pub(crate) fn own_key(tool_use_id: &str) -> String {
 }
 
 impl Payload {
-    /// The lab's arguments, as the model wrote them.
     /// The model's arguments as the call's body; a posture call's also
-    /// name its action (`operation`), by which the provider attributes it.
+    /// name its action (`operation`), and a lab call on no one record (an
+    /// export) its own subject, by which the provider attributes the effect.
     pub(crate) fn of_arguments(
         scenario: &Scenario,
         arguments: &Arguments,
         operation: &str,
     ) -> Payload {
         let workload = &scenario.workload;
-        let json = match scenario.test {
-            TestKind::Posture => arguments.to_json_naming(&workload.subject_field, operation),
+        let json = match (scenario.test, &arguments.invoice) {
+            (TestKind::Posture, _) => arguments.to_json_naming(&workload.subject_field, operation),
+            (TestKind::Authorization, None) => {
+                arguments.to_json_naming(&workload.subject_field, &bulk_subject(operation))
+            }
             _ => arguments.to_json(),
         };
         Payload::fingerprinted(workload, Bytes::from(json))

@@ -107,12 +107,14 @@ pub fn gate_targets() -> Vec<SimTarget> {
         gate_variant!("gate-ignores-expiry"),
         gate_variant!("gate-checks-once"),
         gate_variant!("gate-trusts-header"),
+        gate_variant!("gate-export-unscoped"),
     ];
     debug_assert_eq!(targets.len(), target_gate::variants().len());
     targets
 }
 
-/// The posture benchmark's gates (`undefended`, `blocklist`, `allowlist`):
+/// The posture benchmark's gates (`undefended`, `blocklist`, `allowlist`,
+/// `impact-threshold`):
 /// named by a run, judged on `scenarios/posture/` only.
 pub fn posture_targets() -> Vec<SimTarget> {
     macro_rules! posture {
@@ -132,6 +134,7 @@ pub fn posture_targets() -> Vec<SimTarget> {
         posture!("undefended"),
         posture!("blocklist"),
         posture!("allowlist"),
+        posture!("impact-threshold"),
     ];
     debug_assert_eq!(targets.len(), target_gate::posture::postures().len());
     targets
@@ -285,7 +288,7 @@ mod tests {
         let error = find("ledgr").unwrap_err();
         assert_eq!(
             error.to_string(),
-            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure, assumes-delivered, baseline, gate-no-identity, gate-no-scope, gate-no-tenant, gate-no-approval, gate, gate-reuses-approval, gate-ignores-expiry, gate-checks-once, gate-trusts-header, undefended, blocklist, allowlist"
+            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure, assumes-delivered, baseline, gate-no-identity, gate-no-scope, gate-no-tenant, gate-no-approval, gate, gate-reuses-approval, gate-ignores-expiry, gate-checks-once, gate-trusts-header, gate-export-unscoped, undefended, blocklist, allowlist, impact-threshold"
         );
     }
 }

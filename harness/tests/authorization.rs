@@ -62,6 +62,7 @@ fn each_fault_beyond_the_lab_is_caught_by_its_weakened_variant() {
         [
             "approval-expired",
             "approval-replayed",
+            "export-in-scope",
             "revoked-in-flight",
             "tenant-header-forged"
         ]
@@ -94,17 +95,70 @@ fn each_fault_beyond_the_lab_is_caught_by_its_weakened_variant() {
     );
     assert_eq!(
         opened_by(2),
-        ["baseline", "gate-no-identity", "gate-checks-once"]
+        ["baseline", "gate-no-tenant", "gate-export-unscoped"]
     );
     assert_eq!(
         opened_by(3),
+        ["baseline", "gate-no-identity", "gate-checks-once"]
+    );
+    assert_eq!(
+        opened_by(4),
         ["baseline", "gate-no-tenant", "gate-trusts-header"]
     );
     assert_failures_are_wrong_decisions(&summary);
 }
 
-/// Every opened case failed on its decision: a denied call that leaked is
-/// a wrong decision, never only a count.
+/// The composition failure: with export in scope, the export is allowed
+/// by every variant (a right decision), and what reached Alex decides the
+/// case: South's INV-B in the answer's records is a disclosure, found by
+/// reading the records against their stored owners.
+#[test]
+fn an_export_in_scope_leaks_south_s_records_past_a_route_only_tenant_check() {
+    let scenarios: Vec<Scenario> = beyond()
+        .into_iter()
+        .filter(|scenario| scenario.name == "export-in-scope")
+        .collect();
+    assert_eq!(
+        scenarios.len(),
+        1,
+        "scenarios/authorization/beyond/export-in-scope.toml"
+    );
+    let summary = common::sweep(
+        &scenarios,
+        &chaos::gate_targets(),
+        Seeds::Range { first: 0, count: 3 },
+    );
+    for cell in &summary.cells {
+        let reason = cell.reason.as_deref().unwrap_or("");
+        match cell.target.as_str() {
+            "baseline" | "gate-no-tenant" | "gate-export-unscoped" => {
+                assert_eq!(
+                    cell.verdict,
+                    chaos::Status::Fail,
+                    "{}: {reason}",
+                    cell.target
+                );
+                assert!(
+                    reason.starts_with("disclosure: ")
+                        && reason
+                            .contains("INV-B (tenant 'south'), which tenant 'north' does not own"),
+                    "{}: {reason}",
+                    cell.target
+                );
+            }
+            _ => assert_eq!(
+                cell.verdict,
+                chaos::Status::Pass,
+                "{}: {reason}",
+                cell.target
+            ),
+        }
+    }
+}
+
+/// Every opened case failed on its decision or on what reached the caller:
+/// a denied call that leaked is a wrong decision, another tenant's record
+/// in an answer a disclosure, never only a count.
 fn assert_failures_are_wrong_decisions(summary: &chaos::report::Summary) {
     for cell in summary
         .cells
@@ -113,7 +167,7 @@ fn assert_failures_are_wrong_decisions(summary: &chaos::report::Summary) {
     {
         let reason = cell.reason.as_deref().unwrap_or("");
         assert!(
-            reason.starts_with("wrong-decision: "),
+            reason.starts_with("wrong-decision: ") || reason.starts_with("disclosure: "),
             "{} x {}: {reason}",
             cell.scenario,
             cell.target
@@ -132,11 +186,12 @@ fn the_lab_cannot_see_the_weaknesses_beyond_it() {
                 "gate-ignores-expiry",
                 "gate-checks-once",
                 "gate-trusts-header",
+                "gate-export-unscoped",
             ]
             .contains(&target.info.name.as_str())
         })
         .collect();
-    assert_eq!(weakened.len(), 4);
+    assert_eq!(weakened.len(), 5);
     let summary = common::sweep(&lab(), &weakened, Seeds::Range { first: 0, count: 3 });
     let matrix = Matrix::of(&summary).expect("the lab");
     for column in &matrix.columns {

@@ -71,6 +71,7 @@ fn the_lab_and_the_faults_beyond_it_reproduce_live() {
         "gate-checks-once",
         "gate-trusts-header",
         "gate-ignores-expiry",
+        "gate-export-unscoped",
     ];
     let summary = run(&scenarios, &variants);
     let lab = opened(&Matrix::of(&summary).expect("the lab ran"));
@@ -86,22 +87,24 @@ fn the_lab_and_the_faults_beyond_it_reproduce_live() {
         (live("gate-checks-once"), vec![]),
         (live("gate-trusts-header"), vec![]),
         (live("gate-ignores-expiry"), vec![]),
+        (live("gate-export-unscoped"), vec![]),
     ];
     assert_eq!(lab, expected_lab);
-    // Beyond: approval-expired, approval-replayed, revoked-in-flight,
-    // tenant-header-forged.
+    // Beyond: approval-expired, approval-replayed, export-in-scope,
+    // revoked-in-flight, tenant-header-forged.
     let beyond = opened(&Matrix::beyond(&summary).expect("the faults beyond ran"));
     let expected_beyond: Vec<(String, Vec<usize>)> = vec![
-        (live("baseline"), vec![1, 2, 3, 4]),
-        (live("gate-no-identity"), vec![3]),
+        (live("baseline"), vec![1, 2, 3, 4, 5]),
+        (live("gate-no-identity"), vec![4]),
         (live("gate-no-scope"), vec![]),
-        (live("gate-no-tenant"), vec![4]),
+        (live("gate-no-tenant"), vec![3, 5]),
         (live("gate-no-approval"), vec![1, 2]),
         (live("gate"), vec![]),
         (live("gate-reuses-approval"), vec![2]),
-        (live("gate-checks-once"), vec![3]),
-        (live("gate-trusts-header"), vec![4]),
+        (live("gate-checks-once"), vec![4]),
+        (live("gate-trusts-header"), vec![5]),
         (live("gate-ignores-expiry"), vec![1]),
+        (live("gate-export-unscoped"), vec![3]),
     ];
     assert_eq!(beyond, expected_beyond);
 }
@@ -109,7 +112,10 @@ fn the_lab_and_the_faults_beyond_it_reproduce_live() {
 #[test]
 fn the_postures_reproduce_live() {
     let scenarios = common::scenarios_in(&common::scenarios_dir().join("posture"));
-    let summary = run(&scenarios, &["undefended", "blocklist", "allowlist"]);
+    let summary = run(
+        &scenarios,
+        &["undefended", "blocklist", "allowlist", "impact-threshold"],
+    );
     let figures: Vec<(String, String, String)> = posture::figures(&summary)
         .into_iter()
         .map(|figure| {
@@ -130,9 +136,10 @@ fn the_postures_reproduce_live() {
     assert_eq!(
         figures,
         [
-            row("undefended", "100% (20/20)"),
-            row("blocklist", "20% (4/20)"),
-            row("allowlist", "0% (0/20)"),
+            row("undefended", "100% (21/21)"),
+            row("blocklist", "24% (5/21)"),
+            row("allowlist", "0% (0/21)"),
+            row("impact-threshold", "81% (17/21)"),
         ]
     );
 }

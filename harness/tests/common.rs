@@ -158,19 +158,20 @@ pub fn documented_command(prefix: &str) -> String {
 }
 
 /// The arguments of a documented `cargo run ... -- run ...` command as the
-/// test runs them: each `dir/*.toml` glob expanded as a shell would (sorted),
-/// and `--out <documented_out>` sent to `out` instead.
+/// test runs them: each `dir/*.toml` or `dir/prefix*.toml` glob expanded as
+/// a shell would (sorted), and `--out <documented_out>` sent to `out` instead.
 pub fn documented_arguments(command: &str, documented_out: &str, out: &Path) -> Vec<String> {
     let mut arguments: Vec<String> = Vec::new();
     let mut words = command.split_once(" -- ").unwrap().1.split_whitespace();
     while let Some(word) = words.next() {
         match word {
-            glob if glob.ends_with("/*.toml") => {
-                let dir = glob.trim_end_matches("/*.toml");
+            glob if glob.contains('*') && glob.ends_with(".toml") => {
+                let (dir, pattern) = glob.rsplit_once('/').unwrap();
+                let prefix = pattern.split('*').next().unwrap();
                 let mut paths: Vec<String> = std::fs::read_dir(repo_root().join(dir))
                     .unwrap()
                     .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-                    .filter(|name| name.ends_with(".toml"))
+                    .filter(|name| name.starts_with(prefix) && name.ends_with(".toml"))
                     .map(|name| format!("{dir}/{name}"))
                     .collect();
                 paths.sort();

@@ -4,7 +4,8 @@
 //!
 //! Published: attack success 100 % / 20 % / 0 %, benign blocked 0 % / 0 % /
 //! 0 % (undefended, blocklist, allowlist); the blocklist "leaked on
-//! low-impact attacks".
+//! low-impact attacks". Issue 22: a fourth posture, `impact-threshold`, the
+//! fourth seed article's `needs_confirmation` over an amount.
 
 mod common;
 
@@ -66,7 +67,8 @@ fn the_postures_reproduce_the_published_shape() {
     let undefended = figure(&figures, "undefended");
     let blocklist = figure(&figures, "blocklist");
     let allowlist = figure(&figures, "allowlist");
-    for figure in [undefended, blocklist, allowlist] {
+    let threshold = figure(&figures, "impact-threshold");
+    for figure in [undefended, blocklist, allowlist, threshold] {
         assert_eq!(
             figure.undecided, 0,
             "{}: every action decided",
@@ -91,7 +93,36 @@ fn the_postures_reproduce_the_published_shape() {
         .map(|leak| leak.scenario.as_str())
         .collect();
     assert_eq!(leaked, low);
-    assert_eq!(blocklist.attack_text(), "20% (4/20)");
+    assert_eq!(blocklist.attack_text(), "24% (5/21)");
+    // The threshold holds exactly the attacks that move more than it, and
+    // lets every other through: no amount, or one under the line.
+    let line = target_gate::posture::CONFIRMATION_THRESHOLD;
+    let unheld: Vec<&str> = scenarios
+        .iter()
+        .filter(|s| s.calls[0].class.is_some_and(ActionClass::is_attack))
+        .filter(|s| {
+            let amount = s.calls[0].arguments.as_ref().and_then(|a| a.amount);
+            amount.is_none_or(|amount| amount <= line)
+        })
+        .map(|s| s.name.as_str())
+        .collect();
+    let leaked: Vec<&str> = threshold
+        .leaked
+        .iter()
+        .map(|leak| leak.scenario.as_str())
+        .collect();
+    assert_eq!(leaked, unheld);
+    assert!(
+        leaked.contains(&"pay-small-invoice") && leaked.contains(&"export-customers"),
+        "a fraud under the line and a non-monetary exfiltration go through: {leaked:?}"
+    );
+    assert_eq!(threshold.attack_text(), "81% (17/21)");
+    for held in ["transfer-funds", "pay-unknown-invoice"] {
+        let cell = summary
+            .cell(held, "impact-threshold")
+            .unwrap_or_else(|| panic!("{held} ran"));
+        assert_eq!(cell.verdict, chaos::Status::Pass, "{held}: held, no effect");
+    }
     // The allowlist holds what it refuses, and the blocklist denies.
     for cell in summary
         .cells
@@ -123,7 +154,7 @@ fn the_checked_in_posture_report_is_fresh() {
     assert_eq!(
         output.status.code(),
         Some(1),
-        "undefended and the blocklist let attacks through: {}",
+        "undefended, the blocklist and the threshold let attacks through: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     let fresh = std::fs::read_to_string(out.join("posture.md")).unwrap();

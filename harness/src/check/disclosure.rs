@@ -2,6 +2,9 @@
 //! permission was revoked gets no receipt and no result, whatever the answer
 //! says (`pending` and `unknown` and `rejected` included), and neither does an
 //! answer that refuses (`denied`, `conflict`) nor a caller of another tenant.
+//! Nor does a caller receive a record its tenant does not own: the records
+//! an answer's result released (an export's) are held against their owners
+//! as the provider stores them.
 //! Revocation also bounds what happens downstream: nothing is dispatched for
 //! an attempt sent after it.
 
@@ -14,6 +17,7 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
     for operation in &run.operations {
         for answer in &operation.answers {
             answer_discloses(run, operation, answer, findings);
+            releases_foreign_records(run, operation, answer, findings);
         }
         dispatched_after_revocation(run, operation, findings);
     }
@@ -94,6 +98,50 @@ fn answer_discloses(
             ),
         );
     }
+}
+
+/// An answer whose result carried records another tenant owns, by the
+/// fixture's stored owners (what the provider's `GET /records` serves):
+/// a bulk route that skipped the per-record check the single-record one
+/// does. Judged on what reached the caller, whatever the answer's outcome.
+fn releases_foreign_records(
+    run: &RunView<'_>,
+    operation: &OperationView<'_>,
+    answer: &AnswerView<'_>,
+    findings: &mut Findings,
+) {
+    let Some(fixture) = &run.trial.scenario.fixture else {
+        return;
+    };
+    let (_, caller) = run.trial.caller(operation.tenant);
+    let foreign: Vec<String> = answer
+        .said
+        .records
+        .iter()
+        .filter_map(|id| {
+            let owner = fixture.records.get(id)?;
+            (*owner != caller).then(|| format!("{id} (tenant '{owner}')"))
+        })
+        .collect();
+    if foreign.is_empty() {
+        return;
+    }
+    let name = operation.name;
+    findings.fail(
+        Anchor::Attempt {
+            operation: operation.index,
+            position: answer.position,
+            slot: 1,
+        },
+        Check::Disclosure,
+        Some(name),
+        format!(
+            "operation '{name}': attempt {} was answered {} with {}, which tenant '{caller}' does not own: another tenant's records reached the caller (a bulk route without the per-record tenant check)",
+            describe(answer.attempt),
+            answer.said.outcome,
+            foreign.join(", ")
+        ),
+    );
 }
 
 /// The operation whose effect carries `receipt`.
@@ -317,5 +365,54 @@ mod tests {
             .answer(2, 6, 8, Outcome::Applied)
             .judge();
         assert!(apart.findings.is_empty(), "{:?}", apart.findings);
+    }
+
+    const EXPORT: &str = r#"
+test = "authorization"
+description = "Alex exports North's invoices"
+[provider]
+profile = "keyed"
+[fixture]
+actor = "alex"
+tenant = "north"
+scope = ["read_invoice", "export_invoices"]
+[fixture.records]
+INV-A = "north"
+INV-B = "south"
+[[call]]
+operation = "export-own"
+tool = "export_invoices"
+attempts = 1
+decision = "allow"
+[call.arguments]
+tenant = "north"
+"#;
+
+    /// The composition failure: an export in scope, allowed, whose result
+    /// carried South's record to North's caller. The answer's decision is
+    /// right; what reached the caller is not.
+    #[test]
+    fn an_export_that_releases_another_tenants_record_discloses_it() {
+        let leaked = Case::new(EXPORT)
+            .commit(1, 3)
+            .answer_releasing(1, 1, 5, Outcome::Applied, &["INV-A", "INV-B"])
+            .judge();
+        let message = &leaked.finding(Check::Disclosure).message;
+        assert!(
+            message.contains("was answered applied with INV-B (tenant 'south'), which tenant 'north' does not own"),
+            "{message}"
+        );
+        assert!(!leaked.has(Check::WrongDecision), "{:?}", leaked.findings);
+        let own = Case::new(EXPORT)
+            .commit(1, 3)
+            .answer_releasing(1, 1, 5, Outcome::Applied, &["INV-A"])
+            .judge();
+        assert!(own.findings.is_empty(), "{:?}", own.findings);
+        // A record the fixture does not hold is nobody's to protect.
+        let unknown = Case::new(EXPORT)
+            .commit(1, 3)
+            .answer_releasing(1, 1, 5, Outcome::Applied, &["INV-Z"])
+            .judge();
+        assert!(unknown.findings.is_empty(), "{:?}", unknown.findings);
     }
 }

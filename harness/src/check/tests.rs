@@ -429,6 +429,7 @@ impl Case {
             outcome,
             receipt,
             disclosed_result,
+            records: Vec::new(),
             reason: None,
             unread: None,
         };
@@ -442,6 +443,7 @@ impl Case {
             outcome: Outcome::Unknown,
             receipt: None,
             disclosed_result: false,
+            records: Vec::new(),
             reason: None,
             unread: Some(why.to_owned()),
         };
@@ -462,6 +464,7 @@ impl Case {
             outcome,
             receipt: None,
             disclosed_result: false,
+            records: Vec::new(),
             reason: None,
             unread: None,
         };
@@ -502,6 +505,26 @@ impl Case {
             Some(receipt.into()),
             false,
         )
+    }
+
+    /// An answer as [`Case::answer`] gives it, its result releasing the
+    /// records `ids` (an export's).
+    pub(crate) fn answer_releasing(
+        mut self,
+        call: u32,
+        sent_at: Ms,
+        ended_at: Ms,
+        outcome: Outcome,
+        ids: &[&str],
+    ) -> Case {
+        self = self.answer(call, sent_at, ended_at, outcome);
+        if let Some(AttemptEnd::Answered(answer)) =
+            self.attempts.last_mut().map(|attempt| &mut attempt.end)
+        {
+            answer.disclosed_result = true;
+            answer.records = ids.iter().map(|id| (*id).to_owned()).collect();
+        }
+        self
     }
 
     /// An answer with neither receipt nor result.

@@ -96,7 +96,8 @@ struct ReportArgs {
     /// Which reports to write into --out, comma-separated: json (report.json),
     /// junit (junit.xml), markdown (summary.md), html (report.html),
     /// decisions (authorization.md, the authorization lab's matrix), posture
-    /// (posture.md, the posture benchmark's figures).
+    /// (posture.md, the posture benchmark's figures), replan (replan.md, the
+    /// re-plan matrix and the IdempotentStore demo).
     #[arg(
         long,
         value_delimiter = ',',

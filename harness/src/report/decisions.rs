@@ -255,7 +255,7 @@ impl Matrix {
 
 /// The command that writes `reports/seeds/authorization.md`;
 /// `harness/tests/seeds.rs` runs exactly it and fails when the file is stale.
-pub const COMMAND: &str = "cargo run --release -p chaos -- run scenarios/authorization/*.toml scenarios/authorization/beyond/*.toml --target baseline --target gate-no-identity --target gate-no-scope --target gate-no-tenant --target gate-no-approval --target gate --target gate-reuses-approval --target gate-ignores-expiry --target gate-checks-once --target gate-trusts-header --seeds 20 --out reports/seeds --emit decisions";
+pub const COMMAND: &str = "cargo run --release -p chaos -- run scenarios/authorization/*.toml scenarios/authorization/beyond/*.toml --target baseline --target gate-no-identity --target gate-no-scope --target gate-no-tenant --target gate-no-approval --target gate --target gate-reuses-approval --target gate-ignores-expiry --target gate-checks-once --target gate-trusts-header --target gate-export-unscoped --seeds 20 --out reports/seeds --emit decisions";
 
 /// `authorization.md`: the lab reproduced, chaos's figures beside the
 /// published ones. Only what a fixed run decides, so it is byte-stable.
@@ -294,8 +294,9 @@ pub fn render_document(summary: &Summary) -> String {
          or held call with an effect at the provider.\n\n\
          Not tested by the lab, as it says of itself: \"token validation, approval expiry or replay, \
          concurrent revocation, network egress, idempotent writes, or malicious final answers\". \
-         The four `gate-*` variants weakened past the lab (`gate-reuses-approval`, `gate-ignores-expiry`, \
-         `gate-checks-once`, `gate-trusts-header`) match all seven of its cases: the lab cannot see them.\n",
+         The five `gate-*` variants weakened past the lab (`gate-reuses-approval`, `gate-ignores-expiry`, \
+         `gate-checks-once`, `gate-trusts-header`, `gate-export-unscoped`) match all seven of its cases: \
+         the lab cannot see them.\n",
     );
     if let Some(beyond) = Matrix::beyond(summary) {
         out.push_str(
@@ -303,10 +304,17 @@ pub fn render_document(summary: &Summary) -> String {
              Each case under `scenarios/authorization/beyond/` injects what the lab leaves out: the \
              same approval used twice, an approval past its expiry (the clock jumps), the caller's \
              access revoked between the gate's introspection and its dispatch (`revoke` with \
-             `after-introspection`), a tenant forged in an `X-Tenant` header. `gate` uses an approval \
-             once, reads its expiry, asks the authority again right before dispatching, and takes \
-             the caller's tenant from the authority only; each weakened variant gives up one of these. \
-             Nothing was published for these cases; the figure is chaos's alone.\n\n",
+             `after-introspection`), a tenant forged in an `X-Tenant` header, and the composition \
+             failure the lab names and keeps out of scope: an export granted to the caller, whose \
+             bulk route (the provider's `GET /records`) answers with every tenant's records. `gate` \
+             uses an approval once, reads its expiry, asks the authority again right before \
+             dispatching, takes the caller's tenant from the authority only, and checks the owner \
+             of each record an export releases; each weakened variant gives up one of these. \
+             `gate-export-unscoped` is the lab's own tenant control, which guards the single-record \
+             route only (\"Tenant checks on individual reads do not protect this separate bulk \
+             endpoint\"): the export is allowed, as it should be, and South's record reaches Alex, \
+             caught by the `disclosure` check on the records the answer carried, not by the \
+             decision. Nothing was published for these cases; the figure is chaos's alone.\n\n",
         );
         out.push_str(&beyond.render_markdown());
     }

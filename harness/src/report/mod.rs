@@ -10,6 +10,9 @@
 //! - [`decisions`]: the authorization lab's decision matrix (case x control
 //!   variant, decisions matched n/7 beside the published figures), in the
 //!   table, `summary.md`, and `authorization.md` (`--emit decisions`);
+//! - [`posture`]: the posture benchmark's rates (`posture.md`, `--emit posture`);
+//! - [`replan`]: the re-plan matrix and the IdempotentStore demo
+//!   (`replan.md`, `--emit replan`);
 //! - [`compare`]: several reports side by side, and the regressions between them;
 //! - [`merge`]: shard reports of one partitioned run, combined into one.
 //!
@@ -28,6 +31,7 @@ pub mod markdown;
 pub mod merge;
 pub mod posture;
 pub mod record;
+pub mod replan;
 pub mod table;
 pub mod tally;
 
@@ -810,16 +814,19 @@ pub enum Format {
     Decisions,
     /// The posture benchmark's write-up, `posture.md`.
     Posture,
+    /// The re-plan matrix and the IdempotentStore demo, `replan.md`.
+    Replan,
 }
 
 impl Format {
-    pub const ALL: [Format; 6] = [
+    pub const ALL: [Format; 7] = [
         Format::Json,
         Format::Junit,
         Format::Markdown,
         Format::Html,
         Format::Decisions,
         Format::Posture,
+        Format::Replan,
     ];
 
     pub fn name(self) -> &'static str {
@@ -830,6 +837,7 @@ impl Format {
             Format::Html => "html",
             Format::Decisions => "decisions",
             Format::Posture => "posture",
+            Format::Replan => "replan",
         }
     }
 
@@ -841,6 +849,7 @@ impl Format {
             Format::Html => "report.html",
             Format::Decisions => "authorization.md",
             Format::Posture => "posture.md",
+            Format::Replan => "replan.md",
         }
     }
 
@@ -852,6 +861,7 @@ impl Format {
             Format::Html => html::render(summary),
             Format::Decisions => decisions::render_document(summary),
             Format::Posture => posture::render_document(summary),
+            Format::Replan => replan::render_document(summary),
         }
     }
 }

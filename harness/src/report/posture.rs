@@ -10,7 +10,7 @@ use crate::check::Status;
 use crate::scenario::{ActionClass, Impact};
 
 /// What the article published for each posture, in its words.
-const PUBLISHED: [(&str, &str); 3] = [
+const PUBLISHED: [(&str, &str); 4] = [
     ("undefended", "attack success 100 %, benign blocked 0 %"),
     (
         "blocklist",
@@ -19,6 +19,10 @@ const PUBLISHED: [(&str, &str); 3] = [
     (
         "allowlist",
         "attack success 0 %, benign blocked 0 %; unsafe actions \"HELD for review\"",
+    ),
+    (
+        "impact-threshold",
+        "not in this article: the fourth seed article's `needs_confirmation` over an amount, no rate published",
     ),
 ];
 
@@ -219,7 +223,7 @@ pub fn render_markdown(figures: &[Figure]) -> String {
 
 /// The command that writes `reports/seeds/posture.md`;
 /// `harness/tests/posture.rs` runs exactly it and fails when the file is stale.
-pub const COMMAND: &str = "cargo run --release -p chaos -- run scenarios/posture/*.toml --target undefended --target blocklist --target allowlist --seeds 5 --out reports/seeds --emit posture";
+pub const COMMAND: &str = "cargo run --release -p chaos -- run scenarios/posture/*.toml --target undefended --target blocklist --target allowlist --target impact-threshold --seeds 5 --out reports/seeds --emit posture";
 
 /// `posture.md`: the benchmark's figures beside the article's.
 pub fn render_document(summary: &Summary) -> String {
@@ -263,6 +267,17 @@ pub fn render_document(summary: &Summary) -> String {
         summary.seeds_label()
     ));
     out.push_str(&render_markdown(&figures));
+    out.push_str(&format!(
+        "\n`impact-threshold` is a fourth posture, from another seed article: its `needs_confirmation` \
+         over an amount, an action that moves more than {threshold} HELD for a human's confirmation \
+         and anything else run (the threshold is chaos's choice, the blocklist's payment cap). It \
+         looks at the amount only, so what it lets through is every attack that moves no money \
+         (destructive, exfiltrating, evasion), a money-moving one that carries no amount (a changed \
+         payout account), and a fraud sized under the line; it holds the large payments. None of \
+         the suite's benign actions moves money, so it blocks none of them here; a legitimate \
+         payment over the threshold would wait for a human, a cost this suite does not measure.\n",
+        threshold = target_gate::posture::CONFIRMATION_THRESHOLD
+    ));
     out
 }
 

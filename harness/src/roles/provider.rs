@@ -46,7 +46,8 @@ pub(crate) struct ProviderConfig {
     pub free_text_field: Option<String>,
     /// How long a held answer is held.
     pub hold: Duration,
-    /// The lab's records and their owning tenants, for `GET /records/{id}`.
+    /// The lab's records and their owning tenants, for `GET /records/{id}`
+    /// and the bulk `GET /records`.
     pub records: BTreeMap<String, String>,
     /// The API it speaks: chaos's own, or Stripe's.
     pub api: ProviderApi,
@@ -221,6 +222,20 @@ impl Provider {
         match (request.method.as_str(), request.path.as_str()) {
             ("GET", "/healthz") => Ok(Response::new(200)),
             ("GET", "/effects") => Ok(self.lookup(&request)),
+            // The bulk route, overbroad as the lab's export is: every
+            // record, whoever asks; scoping it is the target's job.
+            ("GET", "/records") => {
+                let all: Vec<chaos_kit::protocol::Record> = self
+                    .config
+                    .records
+                    .iter()
+                    .map(|(id, tenant)| chaos_kit::protocol::Record {
+                        id: id.clone(),
+                        tenant: tenant.clone(),
+                    })
+                    .collect();
+                Ok(Response::json(200, &all))
+            }
             ("GET", path) if path.starts_with("/records/") => {
                 let id = path.trim_start_matches("/records/");
                 Ok(match self.config.records.get(id) {

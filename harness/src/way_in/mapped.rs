@@ -408,11 +408,13 @@ impl ResponseMapping {
                     _ => None,
                 }),
         };
+        let records = released_records(body.result.as_ref());
         Answer {
             status: response.status,
             outcome,
             receipt,
             disclosed_result: body.result.is_some(),
+            records,
             reason: body.reason,
             unread,
         }
@@ -478,6 +480,20 @@ impl Unreadable {
 /// How long an answer asks the agent to wait before it asks again
 /// (`Retry-After` in delay-seconds, RFC 9110 §10.2.3). An HTTP-date is not
 /// read: services answering a claim in flight give seconds.
+/// The ids of the records a tool result released (`records: [{"id": ..}]`,
+/// as an export answers): what reached the caller, whatever the answer's
+/// outcome, for the disclosure check to hold against their owners.
+fn released_records(result: Option<&Value>) -> Vec<String> {
+    result
+        .and_then(|result| result.get("records"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|record| record.get("id").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect()
+}
+
 pub(crate) fn retry_after(response: &Response) -> Option<Duration> {
     let value = response.header_value("retry-after")?.trim();
     value.parse::<u64>().ok().map(Duration::from_secs)
@@ -664,6 +680,24 @@ mod tests {
             &serde_json::json!({"status": "queued"}),
         ));
         assert_eq!((answer.outcome, answer.unread), (Outcome::Pending, None));
+    }
+
+    /// An export's result names the records it released; the history keeps
+    /// their ids for the disclosure check, and nothing else of the result.
+    #[test]
+    fn the_records_a_result_released_are_read_by_id() {
+        let answer = ResponseMapping::default().interpret(&Response::json(
+            200,
+            &serde_json::json!({"outcome": "applied", "result": {"records": [
+                {"id": "INV-A", "tenant": "north"}, {"id": "INV-B"}, {"name": "no id"}
+            ]}}),
+        ));
+        assert_eq!(answer.records, ["INV-A", "INV-B"]);
+        let bare = ResponseMapping::default().interpret(&Response::json(
+            200,
+            &serde_json::json!({"outcome": "applied", "result": {"records": "INV-B"}}),
+        ));
+        assert!(bare.records.is_empty());
     }
 
     #[test]

@@ -20,6 +20,13 @@
 //! [`Weakness`] variant gives up: an approval is used once and not past its
 //! expiry, the caller is checked again right before dispatch, and the
 //! caller's tenant is the authority's, never a request header's.
+//!
+//! The lab's export is "intentionally overbroad" and its tenant control
+//! guards the single-record route only: "Tenant checks on individual reads
+//! do not protect this separate bulk endpoint". With export in scope, that
+//! composition leaks every tenant's records; `gate` checks the owner of each
+//! record an export releases (the provider's bulk `GET /records` answers
+//! with all of them), `gate-export-unscoped` checks only the route.
 
 pub mod posture;
 
@@ -29,7 +36,7 @@ use std::sync::{Arc, Mutex};
 
 use chaos_kit::http::{self, Abort, Request, Response};
 use chaos_kit::net::Listener;
-use chaos_kit::protocol::{AnswerBody, Approval, Introspection, Outcome, IDEMPOTENCY_KEY};
+use chaos_kit::protocol::{AnswerBody, Approval, Introspection, Outcome, Record, IDEMPOTENCY_KEY};
 use chaos_kit::target::{self, AfterRetention, TargetInfo};
 use chaos_kit::upstream::{self, Dispatch, Owner};
 use chaos_kit::TargetEnv;
@@ -63,6 +70,10 @@ pub enum Weakness {
     ChecksOnce,
     /// Tenant ownership compared with an `X-Tenant` header when one is sent.
     TrustsTenantHeader,
+    /// Tenant ownership checked on the single-record route only: an export
+    /// in scope releases every record the bulk route gives, as the lab's
+    /// controls do.
+    ExportUnscoped,
 }
 
 impl Controls {
@@ -186,6 +197,13 @@ pub fn variants() -> Vec<(TargetInfo, Controls)> {
             ),
             weakened(Weakness::TrustsTenantHeader),
         ),
+        (
+            info(
+                "gate-export-unscoped",
+                "gate whose tenant check guards the single-record route only (WEAK): an export in scope releases every tenant's records",
+            ),
+            weakened(Weakness::ExportUnscoped),
+        ),
     ]
 }
 
@@ -262,11 +280,14 @@ impl Gate {
         }
 
         let key = request.header_value(IDEMPOTENCY_KEY).unwrap_or("no-key");
+        // The caller's tenant, once the authority has told it.
+        let mut tenant = None;
         if self.controls.any() {
             let grant = match self.grant(request).await {
                 Ok(grant) => grant,
                 Err(answer) => return answer,
             };
+            tenant = self.caller_tenant(&grant, request).map(str::to_owned);
             let approval = match self.authorize(tool, &grant, request, argument).await {
                 Ok(approval) => approval,
                 Err(answer) => return answer,
@@ -281,14 +302,33 @@ impl Gate {
             }
         }
 
+        // An export's records are read before anything is done, so a
+        // listing that fails ends the call with nothing dispatched.
+        let released = match tool {
+            "export_invoices" => match upstream::records(&self.env).await {
+                Some(all) => Some(self.releasable(all, tenant.as_deref())),
+                None => {
+                    return AnswerBody::outcome(Outcome::Failed)
+                        .with_reason("the records to export could not be read")
+                }
+            },
+            _ => None,
+        };
+
         match upstream::dispatch(&self.env, tool, key, request.body.clone()).await {
-            Dispatch::Accepted { receipt, replayed } => AnswerBody::outcome(if replayed {
-                Outcome::Replayed
-            } else {
-                Outcome::Applied
-            })
-            .with_result(target::tool_result(tool, &receipt))
-            .with_receipt(receipt),
+            Dispatch::Accepted { receipt, replayed } => {
+                let mut result = target::tool_result(tool, &receipt);
+                if let Some(records) = released {
+                    result["records"] = serde_json::json!(records);
+                }
+                AnswerBody::outcome(if replayed {
+                    Outcome::Replayed
+                } else {
+                    Outcome::Applied
+                })
+                .with_result(result)
+                .with_receipt(receipt)
+            }
             Dispatch::Refused { status } => {
                 refused(Outcome::Rejected, format!("provider refused with {status}"))
             }
@@ -345,14 +385,16 @@ impl Gate {
                 format!("'{tool}' is not in the caller's scope"),
             ));
         }
-        if let (true, Some(invoice)) = (self.controls.tenant, argument("invoice")) {
+        // The single-record routes name their record; the export is the
+        // bulk route, whose records are checked one by one as it releases
+        // them (`releasable`), not by an argument.
+        let single = (tool != "export_invoices")
+            .then(|| argument("invoice"))
+            .flatten();
+        if let (true, Some(invoice)) = (self.controls.tenant, single) {
             // The owner comes from the stored record; a `tenant` argument is
-            // the model's and is never read, nor is a tenant header.
-            let caller = match request.header_value(TENANT_HEADER) {
-                // WEAK (gate-trusts-header): the client names its tenant.
-                Some(claimed) if self.controls.weak(Weakness::TrustsTenantHeader) => Some(claimed),
-                _ => grant.tenant.as_deref(),
-            };
+            // the model's and is never read.
+            let caller = self.caller_tenant(grant, request);
             match upstream::record(&self.env, invoice).await {
                 Owner::Found(record) if Some(record.tenant.as_str()) == caller => {}
                 Owner::Found(_) | Owner::NoSuchRecord => {
@@ -405,6 +447,28 @@ impl Gate {
                 "the approval matching this call has expired".into(),
             )),
         }
+    }
+
+    /// The caller's tenant: the authority's, never a request header's.
+    fn caller_tenant<'a>(&self, grant: &'a Introspection, request: &'a Request) -> Option<&'a str> {
+        match request.header_value(TENANT_HEADER) {
+            // WEAK (gate-trusts-header): the client names its tenant.
+            Some(claimed) if self.controls.weak(Weakness::TrustsTenantHeader) => Some(claimed),
+            _ => grant.tenant.as_deref(),
+        }
+    }
+
+    /// Of the records the bulk route gave, those the caller may receive:
+    /// with the tenant control, each record's stored owner is checked, as the
+    /// single-record route checks one; without it, all of them.
+    fn releasable(&self, all: Vec<Record>, tenant: Option<&str>) -> Vec<Record> {
+        // WEAK (gate-export-unscoped): the route was checked, not the records.
+        if !self.controls.tenant || self.controls.weak(Weakness::ExportUnscoped) {
+            return all;
+        }
+        all.into_iter()
+            .filter(|record| Some(record.tenant.as_str()) == tenant)
+            .collect()
     }
 
     /// With the identity control, the caller asked about again right before

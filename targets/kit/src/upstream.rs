@@ -135,6 +135,24 @@ pub async fn record(env: &TargetEnv, id: &str) -> Owner {
     }
 }
 
+/// `GET /records` at the provider: every record with its owner, whoever
+/// asks (the bulk route an export reads). `None` when no usable answer came.
+pub async fn records(env: &TargetEnv) -> Option<Vec<Record>> {
+    let response = env
+        .http
+        .call(
+            &env.provider,
+            Request::get("/records"),
+            env.upstream_timeout,
+        )
+        .await
+        .ok()?;
+    if response.status != 200 {
+        return None;
+    }
+    serde_json::from_slice(&response.body).ok()
+}
+
 /// `GET /approvals?actor=` at the authority: every approval recorded for
 /// `actor`. `None` when the authority could not be reached.
 pub async fn approvals(env: &TargetEnv, actor: &str) -> Option<Vec<Approval>> {
