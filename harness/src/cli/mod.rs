@@ -97,7 +97,8 @@ struct ReportArgs {
     /// junit (junit.xml), markdown (summary.md), html (report.html),
     /// decisions (authorization.md, the authorization lab's matrix), posture
     /// (posture.md, the posture benchmark's figures), replan (replan.md, the
-    /// re-plan matrix and the IdempotentStore demo).
+    /// re-plan matrix and the IdempotentStore demo), sarif (report.sarif,
+    /// SARIF 2.1.0 for code scanning).
     #[arg(
         long,
         value_delimiter = ',',
@@ -109,6 +110,10 @@ struct ReportArgs {
     /// written through; a symbolic link or a device is refused (exit 2).
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
+    /// Also write the SARIF 2.1.0 report (for code scanning) to this file,
+    /// as --junit writes its report.
+    #[arg(long, value_name = "FILE")]
+    sarif: Option<PathBuf>,
     /// What goes to stdout: the table, or one report for piping (then the
     /// progress and summary lines go to stderr).
     #[arg(long, value_enum, default_value_t = Stdout::Table)]
@@ -274,13 +279,18 @@ fn check_writable(reports: &ReportArgs) -> Result<(), Error> {
             source,
         })?;
     }
-    if let Some(path) = &reports.junit {
-        crate::fs::check_writable_file(path).map_err(|source| Error::Unwritable {
-            what: "the JUnit report to",
-            flag: "--junit",
-            path: path.clone(),
-            source,
-        })?;
+    for (path, what, flag) in [
+        (&reports.junit, "the JUnit report to", "--junit"),
+        (&reports.sarif, "the SARIF report to", "--sarif"),
+    ] {
+        if let Some(path) = path {
+            crate::fs::check_writable_file(path).map_err(|source| Error::Unwritable {
+                what,
+                flag,
+                path: path.clone(),
+                source,
+            })?;
+        }
     }
     Ok(())
 }
@@ -303,6 +313,16 @@ fn present(summary: &Summary, reports: &ReportArgs) -> Result<Exit, Error> {
                 source,
             }
         })?;
+        written.push(path.clone());
+    }
+    if let Some(path) = &reports.sarif {
+        crate::fs::write_atomically(path, report::sarif::render(summary).as_bytes()).map_err(
+            |source| Error::Write {
+                what: "the SARIF report",
+                path: path.clone(),
+                source,
+            },
+        )?;
         written.push(path.clone());
     }
 

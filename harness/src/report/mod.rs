@@ -32,6 +32,7 @@ pub mod merge;
 pub mod posture;
 pub mod record;
 pub mod replan;
+pub mod sarif;
 pub mod table;
 pub mod tally;
 
@@ -816,10 +817,12 @@ pub enum Format {
     Posture,
     /// The re-plan matrix and the IdempotentStore demo, `replan.md`.
     Replan,
+    /// SARIF 2.1.0 for code scanning, `report.sarif`.
+    Sarif,
 }
 
 impl Format {
-    pub const ALL: [Format; 7] = [
+    pub const ALL: [Format; 8] = [
         Format::Json,
         Format::Junit,
         Format::Markdown,
@@ -827,6 +830,7 @@ impl Format {
         Format::Decisions,
         Format::Posture,
         Format::Replan,
+        Format::Sarif,
     ];
 
     pub fn name(self) -> &'static str {
@@ -838,6 +842,7 @@ impl Format {
             Format::Decisions => "decisions",
             Format::Posture => "posture",
             Format::Replan => "replan",
+            Format::Sarif => "sarif",
         }
     }
 
@@ -850,6 +855,7 @@ impl Format {
             Format::Decisions => "authorization.md",
             Format::Posture => "posture.md",
             Format::Replan => "replan.md",
+            Format::Sarif => "report.sarif",
         }
     }
 
@@ -862,6 +868,7 @@ impl Format {
             Format::Decisions => decisions::render_document(summary),
             Format::Posture => posture::render_document(summary),
             Format::Replan => replan::render_document(summary),
+            Format::Sarif => sarif::render(summary),
         }
     }
 }
