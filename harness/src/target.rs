@@ -70,6 +70,7 @@ pub fn variant_targets() -> Vec<SimTarget> {
         trusts_missing_info => serve_trusts_missing,
         reset_is_failure_info => serve_reset_is_failure,
         assumes_delivered_info => serve_assumes_delivered,
+        replica_guard_info => serve_replica_guard,
     ]
 }
 
@@ -285,7 +286,7 @@ mod tests {
         let error = find("ledgr").unwrap_err();
         assert_eq!(
             error.to_string(),
-            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure, assumes-delivered, baseline, gate-no-identity, gate-no-scope, gate-no-tenant, gate-no-approval, gate, gate-reuses-approval, gate-ignores-expiry, gate-checks-once, gate-trusts-header, undefended, blocklist, allowlist"
+            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure, assumes-delivered, replica-guard, baseline, gate-no-identity, gate-no-scope, gate-no-tenant, gate-no-approval, gate, gate-reuses-approval, gate-ignores-expiry, gate-checks-once, gate-trusts-header, undefended, blocklist, allowlist"
         );
     }
 }
