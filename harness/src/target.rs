@@ -74,6 +74,22 @@ pub fn variant_targets() -> Vec<SimTarget> {
     ]
 }
 
+/// The ledgers that hold a per-tool runtime policy beyond `coalesce` and
+/// `allow` (`refuses-replans`: `refuse`). Named by a run, never in the
+/// default sweep nor in [`sim_targets`]: a layer is held to the policy its
+/// tool declares, so each is judged on the scenarios of its policy
+/// (`[workload] policy`), where the others are caught.
+pub fn policy_targets() -> Vec<SimTarget> {
+    vec![SimTarget {
+        info: target_ledger::refuses_replans_info(),
+        serve: |listener, shutdown, env| {
+            Box::pin(target_ledger::serve_refuses_replans(
+                listener, shutdown, env,
+            ))
+        },
+    }]
+}
+
 /// Every target the simulator runs: the reference targets, then the variants.
 pub fn sim_targets() -> Vec<SimTarget> {
     let mut targets = reference_targets();
@@ -141,6 +157,7 @@ pub fn posture_targets() -> Vec<SimTarget> {
 /// Every simulated target a run can name.
 fn nameable() -> Vec<SimTarget> {
     let mut targets = sim_targets();
+    targets.extend(policy_targets());
     targets.extend(gate_targets());
     targets.extend(posture_targets());
     targets
@@ -286,7 +303,7 @@ mod tests {
         let error = find("ledgr").unwrap_err();
         assert_eq!(
             error.to_string(),
-            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure, assumes-delivered, replica-guard, baseline, gate-no-identity, gate-no-scope, gate-no-tenant, gate-no-approval, gate, gate-reuses-approval, gate-ignores-expiry, gate-checks-once, gate-trusts-header, undefended, blocklist, allowlist"
+            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure, assumes-delivered, replica-guard, refuses-replans, baseline, gate-no-identity, gate-no-scope, gate-no-tenant, gate-no-approval, gate, gate-reuses-approval, gate-ignores-expiry, gate-checks-once, gate-trusts-header, undefended, blocklist, allowlist"
         );
     }
 }

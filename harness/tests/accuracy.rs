@@ -22,6 +22,14 @@ fn re_plans_under_a_new_key(scenario: &str) -> bool {
 fn expectation(scenario: &str, target: &str) -> Option<&'static [Check]> {
     use Check::*;
     match (target, scenario) {
+        // The tool's policy is refuse: a re-plan must hear `rejected` or
+        // `conflict`. Every layer here coalesces it (replays the first
+        // result) or executes it again; only `refuses-replans` (a policy
+        // target, judged apart below) refuses it.
+        (
+            "runtime-ledger" | "replica-guard" | "subject-key" | "trace-key" | "args-hash",
+            "replan-refused",
+        ) => Some(&[ReplanNotRefused]),
         // Agent-idempotent: one effect per intent, whoever decides again.
         ("runtime-ledger", _) => None,
         // The same, as two replicas each guarding an expired operation in
@@ -295,6 +303,36 @@ fn an_empty_epoch_after_an_honoured_retry_after_excuses_nothing() {
             effects.len() <= starts.len(),
             "seed {seed}: the old rule passed it"
         );
+    }
+}
+
+/// A policy target is held to its own policy: `refuses-replans` passes
+/// `replan-refused` on every seed, and refusing where the tool's policy
+/// is coalesce is caught (the refusal denies an effect that exists).
+#[test]
+fn refuses_replans_holds_the_refuse_policy_and_only_it() {
+    let target = chaos::find("refuses-replans").unwrap();
+    assert!(chaos::policy_targets()
+        .iter()
+        .any(|policy| policy.info.name == "refuses-replans"));
+    let seeds = Seeds::Range {
+        first: 0,
+        count: SEEDS,
+    };
+    let refused = common::scenario("replan-refused");
+    let coalesced = common::scenario("replan-injected");
+    let summary = common::sweep(&[refused, coalesced], &[target], seeds);
+    let cell = |name: &str| {
+        (summary.cells.iter())
+            .find(|cell| cell.scenario == name)
+            .unwrap()
+    };
+    let refused = cell("replan-refused");
+    assert_eq!(refused.verdict, Status::Pass, "{:?}", refused.reason);
+    let coalesced = cell("replan-injected");
+    assert_eq!(coalesced.seeds_failed, SEEDS);
+    for failure in &coalesced.failures {
+        assert!(failure.checks().contains(&Check::RejectedWithEffect));
     }
 }
 

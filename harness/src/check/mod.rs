@@ -15,6 +15,8 @@
 //! - [`liveness`]: whether each call ended as its scenario expects, and was not stuck;
 //! - [`authorization`]: whether each lab call got its stated decision, with
 //!   no effect for a denied or held one;
+//! - [`policy`]: whether a per-tool runtime policy beyond coalesce and
+//!   allow held (`refuse`: a step decided again refused explicitly);
 //! - [`faults`]: whether every declared fault acted (a trial that tested
 //!   nothing is `unknown`);
 //! - [`race`]: warnings, which never fail a trial unless denied: a race the
@@ -31,6 +33,7 @@ mod faults;
 mod honesty;
 mod liveness;
 mod payload;
+mod policy;
 mod race;
 mod retention;
 pub(crate) mod view;
@@ -131,6 +134,10 @@ pub enum Check {
     /// A tool call that decided an intent again was answered without the
     /// effect reference the target had already given for it.
     MissingReference,
+    /// Under the tool policy `refuse`, a step decided again was executed
+    /// or answered with the first call's result instead of being refused
+    /// explicitly (`rejected` or `conflict`).
+    ReplanNotRefused,
     /// A call ended with an outcome its scenario does not accept.
     UnexpectedOutcome,
     /// Liveness: the agent never learned the outcome it could have learned.
@@ -149,7 +156,7 @@ pub enum Check {
 impl Check {
     /// Every check with its name, most specific first: the one table names
     /// come from (reports, the schema's enum, the README).
-    pub const ALL: [(Check, &'static str); 26] = [
+    pub const ALL: [(Check, &'static str); 27] = [
         (Check::WrongDecision, "wrong-decision"),
         (Check::Disclosure, "disclosure"),
         (
@@ -177,6 +184,7 @@ impl Check {
         (Check::ExtraDispatch, "extra-dispatch"),
         (Check::UnattributedEffect, "unattributed-effect"),
         (Check::MissingReference, "missing-reference"),
+        (Check::ReplanNotRefused, "replan-not-refused"),
         (Check::UnexpectedOutcome, "unexpected-outcome"),
         (Check::Stuck, "stuck"),
         (Check::FaultNeverActed, "fault-never-acted"),
@@ -217,6 +225,7 @@ impl Check {
             | Check::ReplayForChangedPayload
             | Check::FalseConflict
             | Check::MissingReference
+            | Check::ReplanNotRefused
             | Check::UnexpectedOutcome => 2,
             Check::Stuck => 3,
             Check::RunIncomplete | Check::FaultNeverActed => 4,
@@ -248,6 +257,7 @@ impl Check {
             Check::ExtraDispatch => "serve a retry from the stored record instead of sending the provider the request again",
             Check::UnattributedEffect => "stop a trial's work with its answer (or set fresh-process = true): an effect arrived that no operation of the trial made",
             Check::MissingReference => "answer a step decided again with the effect reference already given for it",
+            Check::ReplanNotRefused => "under the tool's refuse policy, answer a step decided again (a new tool call for an executed step) rejected or conflict, naming the first call, instead of executing or replaying it",
             Check::UnexpectedOutcome => "end the call with an outcome the scenario accepts (see its expect list)",
             Check::Stuck => "reconcile an unknown outcome with the provider (lookup, or resend under the same key) within the agent's budget, or give the agent longer ([agent] retry-for)",
             Check::FaultNeverActed => "make the fault reachable in this run (its nth, its hop), or mark it optional = true with the reason",
@@ -446,11 +456,12 @@ type Checker = fn(&RunView<'_>, &mut Findings);
 
 /// Every family, in the order they run (the order of findings is the
 /// [`Anchor`]'s, not this one).
-const CHECKERS: [(&str, Checker); 9] = [
+const CHECKERS: [(&str, Checker); 10] = [
     ("authorization", authorization::check),
     ("effects", effects::check),
     ("payload", payload::check),
     ("honesty", honesty::check),
+    ("policy", policy::check),
     ("disclosure", disclosure::check),
     ("retention", retention::check),
     ("liveness", liveness::check),

@@ -348,7 +348,7 @@ impl<'a> OperationView<'a> {
         // call the agent made is an intent of its own.
         let per_intent = trial.scenario.expected_effects(&operation.name);
         let expected = match trial.scenario.workload.policy {
-            Policy::Coalesce => per_intent,
+            Policy::Coalesce | Policy::Refuse => per_intent,
             Policy::Allow => per_intent * tool_calls(&attempts),
         };
         // Past the retention, only a policy that takes the retry for a new

@@ -206,6 +206,9 @@ pub struct Options {
     pub key_from: KeyFrom,
     /// A deliberate weakness, if this is a weakened variant.
     pub weakness: Option<Weakness>,
+    /// The tool policy `refuse`: a step decided again (another tool call
+    /// for an operation already claimed) is answered `rejected`.
+    pub refuse_replans: bool,
 }
 
 impl Options {
@@ -215,6 +218,7 @@ impl Options {
             after_retention: AfterRetention::NewOperation,
             key_from: KeyFrom::Caller,
             weakness: None,
+            refuse_replans: false,
         }
     }
 
@@ -236,6 +240,7 @@ struct Ledger<S> {
     after_retention: AfterRetention,
     weakness: Option<Weakness>,
     key_from: KeyFrom,
+    refuse_replans: bool,
     /// What the attempts in this process are doing with each operation now.
     at_work: Mutex<BTreeMap<Scope, Work>>,
 }
@@ -326,6 +331,10 @@ variants! {
         "WEAK: the ledger that takes a provider's reset for a request never processed (a timeout stays unknown) and sends again",
         AfterRetention::NewOperation,
         Options { weakness: Some(Weakness::ResetIsFailure), ..Options::new(RETENTION) };
+    serve_refuses_replans, refuses_replans_info: "refuses-replans",
+        "runtime-ledger under the tool policy refuse: a step decided again (a new tool call for an executed step) is answered rejected, naming the first call, never executed nor replayed",
+        AfterRetention::NewOperation,
+        Options { key_from: KeyFrom::Structure, refuse_replans: true, ..Options::new(RETENTION) };
     serve_assumes_delivered, assumes_delivered_info: "assumes-delivered",
         "WEAK: the ledger that takes a provider's silence for success: a request lost on its way is answered applied and never sent again",
         AfterRetention::NewOperation,
@@ -420,6 +429,7 @@ impl<S> Ledger<S> {
             after_retention: options.after_retention,
             weakness: options.weakness,
             key_from: options.key_from,
+            refuse_replans: options.refuse_replans,
             at_work: Mutex::new(BTreeMap::new()),
         }
     }
@@ -486,7 +496,11 @@ impl<S: RecordStore> Ledger<S> {
         // record, whether the others run in this process or in another one.
         let fingerprint = self.key_from.fingerprint(&arguments);
         let payload = canonical::canonical_json(&arguments);
-        let fresh = Record::pending(&scope.to_string(), &payload, fingerprint, now);
+        let mut fresh = Record::pending(&scope.to_string(), &payload, fingerprint, now);
+        let tool_call = request.header_value(chaos_kit::protocol::TOOL_USE_ID);
+        if self.refuse_replans {
+            fresh.tool_use_id = tool_call.map(str::to_owned);
+        }
         let mut attempt = self.begin(&scope);
         let claim = match self.expired(&scope, now).await {
             Ok(None) => self.store.claim(&scope, &fresh).await,
@@ -561,6 +575,20 @@ impl<S: RecordStore> Ledger<S> {
         };
         if let Some(conflict) = self.payload_conflict(&existing, &fresh) {
             return conflict;
+        }
+        // The tool policy `refuse`: another tool call for a step already
+        // claimed is the planner deciding again, refused in words the agent
+        // reads; its own retries (the same tool call) are served as usual.
+        if let (true, Some(first), Some(this)) = (
+            self.refuse_replans,
+            existing.tool_use_id.as_deref(),
+            tool_call,
+        ) {
+            if first != this {
+                return rejected(&format!(
+                    "this step was already decided as tool call {first}; the tool's policy refuses a step decided again, and nothing was done for tool call {this}"
+                ));
+            }
         }
         match &existing.state {
             RecordState::Succeeded { .. } | RecordState::Rejected { .. } => {
