@@ -22,14 +22,6 @@ fn re_plans_under_a_new_key(scenario: &str) -> bool {
 fn expectation(scenario: &str, target: &str) -> Option<&'static [Check]> {
     use Check::*;
     match (target, scenario) {
-        // The tool's policy is refuse: a re-plan must hear `rejected` or
-        // `conflict`. Every layer here coalesces it (replays the first
-        // result) or executes it again; only `refuses-replans` (a policy
-        // target, judged apart below) refuses it.
-        (
-            "runtime-ledger" | "replica-guard" | "subject-key" | "trace-key" | "args-hash",
-            "replan-refused",
-        ) => Some(&[ReplanNotRefused]),
         // Agent-idempotent: one effect per intent, whoever decides again.
         ("runtime-ledger", _) => None,
         // The same, as two replicas each guarding an expired operation in
@@ -306,32 +298,59 @@ fn an_empty_epoch_after_an_honoured_retry_after_excuses_nothing() {
     }
 }
 
-/// A policy target is held to its own policy: `refuses-replans` passes
-/// `replan-refused` on every seed, and refusing where the tool's policy
-/// is coalesce is caught (the refusal denies an effect that exists).
+/// The per-tool policies beyond coalesce and allow (`scenarios/policy/`),
+/// judged apart: a layer is held to the policy its tool declares. Under
+/// `refuse` every simulated target is caught on every seed (it coalesces a
+/// re-plan into the first result, or executes it again), and the policy
+/// target `refuses-replans` passes; held to coalesce, that same target is
+/// caught (its refusal denies an effect that exists).
 #[test]
 fn refuses_replans_holds_the_refuse_policy_and_only_it() {
-    let target = chaos::find("refuses-replans").unwrap();
-    assert!(chaos::policy_targets()
-        .iter()
-        .any(|policy| policy.info.name == "refuses-replans"));
-    let seeds = Seeds::Range {
+    let seeds = || Seeds::Range {
         first: 0,
         count: SEEDS,
     };
-    let refused = common::scenario("replan-refused");
+    let policies = common::scenarios_in(&common::scenarios_dir().join("policy"));
+    assert!(!policies.is_empty());
+    let refuses = chaos::policy_targets();
+    assert!(refuses
+        .iter()
+        .any(|target| target.info.name == "refuses-replans"));
+    let mut targets = chaos::sim_targets();
+    targets.extend(refuses.iter().cloned());
+    let summary = common::sweep(&policies, &targets, seeds());
+    let mut problems = Vec::new();
+    for cell in &summary.cells {
+        if cell.target == "refuses-replans" {
+            if cell.verdict != Status::Pass {
+                problems.push(format!(
+                    "{} x {}: {:?}",
+                    cell.scenario, cell.target, cell.reason
+                ));
+            }
+            continue;
+        }
+        if cell.seeds_failed != SEEDS {
+            problems.push(format!(
+                "{} x {}: failed {}",
+                cell.scenario, cell.target, cell.seeds_failed
+            ));
+        }
+        for failure in &cell.failures {
+            let found = failure.checks();
+            if !found.contains(&Check::ReplanNotRefused) && !found.contains(&Check::DuplicateEffect)
+            {
+                problems.push(format!("{} x {}: {found:?}", cell.scenario, cell.target));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
     let coalesced = common::scenario("replan-injected");
-    let summary = common::sweep(&[refused, coalesced], &[target], seeds);
-    let cell = |name: &str| {
-        (summary.cells.iter())
-            .find(|cell| cell.scenario == name)
-            .unwrap()
-    };
-    let refused = cell("replan-refused");
-    assert_eq!(refused.verdict, Status::Pass, "{:?}", refused.reason);
-    let coalesced = cell("replan-injected");
-    assert_eq!(coalesced.seeds_failed, SEEDS);
-    for failure in &coalesced.failures {
+    let summary = common::sweep(&[coalesced], &refuses, seeds());
+    let cell = &summary.cells[0];
+    assert_eq!(cell.seeds_failed, SEEDS);
+    for failure in &cell.failures {
         assert!(failure.checks().contains(&Check::RejectedWithEffect));
     }
 }
