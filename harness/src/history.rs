@@ -78,6 +78,14 @@ pub enum AttemptEnd {
     Failed { failure: CallFailure },
     /// The agent crashed while waiting: whatever came back reached nobody.
     Abandoned,
+    /// The target answered, and the answer reached the agent cut short (a
+    /// `truncate-result` fault): it could not be parsed, so the planner
+    /// decided the step again. `dropped` is what the target said.
+    Truncated { dropped: Answer },
+    /// The user said "try again" while the agent waited (a `user-interrupt`
+    /// fault): the agent dropped the attempt, whose answer reached nobody,
+    /// and decided the step again.
+    Interrupted,
 }
 
 /// An answer as the agent read it.
@@ -120,6 +128,8 @@ impl Attempt {
             AttemptEnd::Lost { mode, .. } => format!("lost ({mode})"),
             AttemptEnd::Failed { failure } => failure.to_string(),
             AttemptEnd::Abandoned => "abandoned (the agent crashed)".into(),
+            AttemptEnd::Truncated { .. } => "truncated (unreadable)".into(),
+            AttemptEnd::Interrupted => "dropped (the user interrupted)".into(),
         }
     }
 

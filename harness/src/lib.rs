@@ -79,8 +79,8 @@ pub use scenario::Scenario;
 pub use sim::{ServeFn, SimTarget};
 pub use sweep::{rerun_command, Partition, Payloads, Seeds, Sweep, Transport};
 pub use target::{
-    find, gate_targets, posture_targets, reference_targets, resolve, sim_targets, variant_targets,
-    ResolveError, Target, UnknownTarget,
+    find, gate_targets, policy_targets, posture_targets, reference_targets, resolve, sim_targets,
+    variant_targets, ResolveError, Target, UnknownTarget,
 };
 pub use target_file::TargetFile;
 pub use trial::Judged;

@@ -24,6 +24,17 @@ fn expectation(scenario: &str, target: &str) -> Option<&'static [Check]> {
     match (target, scenario) {
         // Agent-idempotent: one effect per intent, whoever decides again.
         ("runtime-ledger", _) => None,
+        // The same, as two replicas each guarding an expired operation in
+        // its own memory: a concurrent burst past the retention makes one
+        // effect per replica in one epoch (issue 22's shape: the retry
+        // after the honoured `Retry-After` opens an empty epoch).
+        // Its memory is each replica's, so is its knowledge of who is
+        // working on an operation: a claim the other replica holds looks
+        // abandoned, is reconciled, and (not found yet) is sent again.
+        ("replica-guard", "expired-history-concurrent" | "concurrent-attempts") => {
+            Some(&[DuplicateEffect])
+        }
+        ("replica-guard", _) => None,
 
         // Tool-idempotent: right as long as the caller holds the key. A step
         // the planner decides again, under a new key, is a new charge. Its
@@ -226,6 +237,122 @@ accuracy! {
     trusts_missing_is_caught_exactly_where_it_is_weak => "trusts-missing",
     reset_is_failure_is_caught_exactly_where_it_is_weak => "reset-is-failure",
     assumes_delivered_is_caught_exactly_where_it_is_weak => "assumes-delivered",
+    replica_guard_is_caught_exactly_where_it_is_weak => "replica-guard",
+}
+
+/// Issue 22, end to end: against `replica-guard`, the retry the agent makes
+/// after honouring `Retry-After: 1` crosses the declared retention and opens
+/// an epoch that commits nothing, while two effects of one concurrent burst
+/// share the epoch before it. Judged by the old allowance (`expected x
+/// epochs`, against the total) every seed passed; judged epoch by epoch,
+/// every seed fails.
+#[test]
+fn an_empty_epoch_after_an_honoured_retry_after_excuses_nothing() {
+    let scenario = common::scenario("expired-history-concurrent");
+    let target = chaos::find("replica-guard").unwrap();
+    let retention = chaos_kit::clock::millis(target.info.retention.unwrap());
+    for seed in 0..20 {
+        let (verdict, run) = common::trial(&scenario, &target, seed);
+        let run = run.unwrap();
+        let message = &verdict
+            .findings
+            .iter()
+            .find(|finding| finding.check == Check::DuplicateEffect)
+            .unwrap_or_else(|| panic!("seed {seed}: {:?}", verdict.findings))
+            .message;
+        assert!(
+            message.contains("2 effects within one retention epoch"),
+            "seed {seed}: {message}"
+        );
+        // The epochs as the old allowance counted them: a new one for each
+        // attempt sent a retention after the current one's first.
+        let mut attempts: Vec<&chaos::history::Attempt> = run.history.attempts.iter().collect();
+        attempts.sort_by_key(|attempt| attempt.sent_at);
+        let mut starts: Vec<(u64, chaos::history::Ms)> = Vec::new();
+        for attempt in &attempts {
+            match starts.last() {
+                Some(&(anchor, _)) if attempt.wall_clock_ms - anchor < retention => {}
+                _ => starts.push((attempt.wall_clock_ms, attempt.sent_at)),
+            }
+        }
+        let effects = &run.ledger.effects;
+        assert_eq!(
+            effects.len(),
+            3,
+            "seed {seed}: the first call's, and two of the burst"
+        );
+        assert!(
+            starts.len() >= 3,
+            "seed {seed}: the honoured wait opened a third epoch: {starts:?}"
+        );
+        let last_opened = starts.last().unwrap().1;
+        assert!(
+            effects.iter().all(|effect| effect.at < last_opened),
+            "seed {seed}: the last epoch committed nothing"
+        );
+        // What the old allowance made of it: 3 effects against 1 x 3 epochs.
+        assert!(
+            effects.len() <= starts.len(),
+            "seed {seed}: the old rule passed it"
+        );
+    }
+}
+
+/// The per-tool policies beyond coalesce and allow (`scenarios/policy/`),
+/// judged apart: a layer is held to the policy its tool declares. Under
+/// `refuse` every simulated target is caught on every seed (it coalesces a
+/// re-plan into the first result, or executes it again), and the policy
+/// target `refuses-replans` passes; held to coalesce, that same target is
+/// caught (its refusal denies an effect that exists).
+#[test]
+fn refuses_replans_holds_the_refuse_policy_and_only_it() {
+    let seeds = || Seeds::Range {
+        first: 0,
+        count: SEEDS,
+    };
+    let policies = common::scenarios_in(&common::scenarios_dir().join("policy"));
+    assert!(!policies.is_empty());
+    let refuses = chaos::policy_targets();
+    assert!(refuses
+        .iter()
+        .any(|target| target.info.name == "refuses-replans"));
+    let mut targets = chaos::sim_targets();
+    targets.extend(refuses.iter().cloned());
+    let summary = common::sweep(&policies, &targets, seeds());
+    let mut problems = Vec::new();
+    for cell in &summary.cells {
+        if cell.target == "refuses-replans" {
+            if cell.verdict != Status::Pass {
+                problems.push(format!(
+                    "{} x {}: {:?}",
+                    cell.scenario, cell.target, cell.reason
+                ));
+            }
+            continue;
+        }
+        if cell.seeds_failed != SEEDS {
+            problems.push(format!(
+                "{} x {}: failed {}",
+                cell.scenario, cell.target, cell.seeds_failed
+            ));
+        }
+        for failure in &cell.failures {
+            let found = failure.checks();
+            if !found.contains(&Check::ReplanNotRefused) && !found.contains(&Check::DuplicateEffect)
+            {
+                problems.push(format!("{} x {}: {found:?}", cell.scenario, cell.target));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+
+    let coalesced = common::scenario("replan-injected");
+    let summary = common::sweep(&[coalesced], &refuses, seeds());
+    let cell = &summary.cells[0];
+    assert_eq!(cell.seeds_failed, SEEDS);
+    for failure in &cell.failures {
+        assert!(failure.checks().contains(&Check::RejectedWithEffect));
+    }
 }
 
 #[test]

@@ -35,6 +35,7 @@ impl Check {
             Check::ExtraDispatch => include_str!("pages/extra-dispatch.md"),
             Check::UnattributedEffect => include_str!("pages/unattributed-effect.md"),
             Check::MissingReference => include_str!("pages/missing-reference.md"),
+            Check::ReplanNotRefused => include_str!("pages/replan-not-refused.md"),
             Check::UnexpectedOutcome => include_str!("pages/unexpected-outcome.md"),
             Check::Stuck => include_str!("pages/stuck.md"),
             Check::FaultNeverActed => include_str!("pages/fault-never-acted.md"),

@@ -13,7 +13,7 @@ use crate::scenario::Policy;
 pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
     for operation in &run.operations {
         for answer in &operation.answers {
-            outcome(operation, answer, findings);
+            outcome(run, operation, answer, findings);
             receipt(operation, answer, findings);
             reference(run, operation, answer, findings);
         }
@@ -45,7 +45,16 @@ fn unmapped_status_hint(status: u16) -> String {
 
 /// Whether the outcome is true to the ledger. A claimed effect for a changed
 /// payload is the payload checker's (`replay-for-changed-payload`).
-fn outcome(operation: &OperationView<'_>, answer: &AnswerView<'_>, findings: &mut Findings) {
+fn outcome(
+    run: &RunView<'_>,
+    operation: &OperationView<'_>,
+    answer: &AnswerView<'_>,
+    findings: &mut Findings,
+) {
+    // Under `refuse`, a rejected re-plan is the policy, not a lie: nothing
+    // was done for *this* tool call (the policy checker judges it).
+    let refused_a_replan =
+        run.trial.scenario.workload.policy == Policy::Refuse && answer.decided_again;
     let name = operation.name;
     let who = describe(answer.attempt);
     let said = answer.said.outcome;
@@ -108,7 +117,9 @@ fn outcome(operation: &OperationView<'_>, answer: &AnswerView<'_>, findings: &mu
         // is the refusal it should be: nothing was done for *this* request.
         // Only `conflict` says why, which the payload checker does not ask.
         Outcome::Rejected
-            if !answer.effects_of_epoch.is_empty() && !refused_a_change(answer) =>
+            if !answer.effects_of_epoch.is_empty()
+                && !refused_a_change(answer)
+                && !refused_a_replan =>
         {
             fail(
                 Check::RejectedWithEffect,

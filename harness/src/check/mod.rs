@@ -15,6 +15,8 @@
 //! - [`liveness`]: whether each call ended as its scenario expects, and was not stuck;
 //! - [`authorization`]: whether each lab call got its stated decision, with
 //!   no effect for a denied or held one;
+//! - [`policy`]: whether a per-tool runtime policy beyond coalesce and
+//!   allow held (`refuse`: a step decided again refused explicitly);
 //! - [`faults`]: whether every declared fault acted (a trial that tested
 //!   nothing is `unknown`);
 //! - [`race`]: warnings, which never fail a trial unless denied: a race the
@@ -32,6 +34,7 @@ mod faults;
 mod honesty;
 mod liveness;
 mod payload;
+mod policy;
 mod race;
 mod retention;
 pub(crate) mod view;
@@ -132,6 +135,10 @@ pub enum Check {
     /// A tool call that decided an intent again was answered without the
     /// effect reference the target had already given for it.
     MissingReference,
+    /// Under the tool policy `refuse`, a step decided again was executed
+    /// or answered with the first call's result instead of being refused
+    /// explicitly (`rejected` or `conflict`).
+    ReplanNotRefused,
     /// A call ended with an outcome its scenario does not accept.
     UnexpectedOutcome,
     /// Liveness: the agent never learned the outcome it could have learned.
@@ -150,7 +157,7 @@ pub enum Check {
 impl Check {
     /// Every check with its name, most specific first: the one table names
     /// come from (reports, the schema's enum, the README).
-    pub const ALL: [(Check, &'static str); 26] = [
+    pub const ALL: [(Check, &'static str); 27] = [
         (Check::WrongDecision, "wrong-decision"),
         (Check::Disclosure, "disclosure"),
         (
@@ -178,6 +185,7 @@ impl Check {
         (Check::ExtraDispatch, "extra-dispatch"),
         (Check::UnattributedEffect, "unattributed-effect"),
         (Check::MissingReference, "missing-reference"),
+        (Check::ReplanNotRefused, "replan-not-refused"),
         (Check::UnexpectedOutcome, "unexpected-outcome"),
         (Check::Stuck, "stuck"),
         (Check::FaultNeverActed, "fault-never-acted"),
@@ -218,6 +226,7 @@ impl Check {
             | Check::ReplayForChangedPayload
             | Check::FalseConflict
             | Check::MissingReference
+            | Check::ReplanNotRefused
             | Check::UnexpectedOutcome => 2,
             Check::Stuck => 3,
             Check::RunIncomplete | Check::FaultNeverActed => 4,
@@ -415,11 +424,12 @@ type Checker = fn(&RunView<'_>, &mut Findings);
 
 /// Every family, in the order they run (the order of findings is the
 /// [`Anchor`]'s, not this one).
-const CHECKERS: [(&str, Checker); 9] = [
+const CHECKERS: [(&str, Checker); 10] = [
     ("authorization", authorization::check),
     ("effects", effects::check),
     ("payload", payload::check),
     ("honesty", honesty::check),
+    ("policy", policy::check),
     ("disclosure", disclosure::check),
     ("retention", retention::check),
     ("liveness", liveness::check),

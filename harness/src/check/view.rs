@@ -223,10 +223,15 @@ impl<'a> RunView<'a> {
         // The harness lost (or the agent's crash dropped) the last answer of
         // every worker, and no retry was left: the agent cannot hear an
         // answer, whatever the target said.
-        if finals
-            .iter()
-            .all(|attempt| matches!(attempt.end, AttemptEnd::Lost { .. } | AttemptEnd::Abandoned))
-        {
+        if finals.iter().all(|attempt| {
+            matches!(
+                attempt.end,
+                AttemptEnd::Lost { .. }
+                    | AttemptEnd::Truncated { .. }
+                    | AttemptEnd::Abandoned
+                    | AttemptEnd::Interrupted
+            )
+        }) {
             return Some(format!(
                 "the scenario's own fault lost the answer to its last attempt, and it had no retry left (attempts = {}); give the call more attempts for the target to be judged on finishing it",
                 call.attempts
@@ -343,7 +348,7 @@ impl<'a> OperationView<'a> {
         // call the agent made is an intent of its own.
         let per_intent = trial.scenario.expected_effects(&operation.name);
         let expected = match trial.scenario.workload.policy {
-            Policy::Coalesce => per_intent,
+            Policy::Coalesce | Policy::Refuse => per_intent,
             Policy::Allow => per_intent * tool_calls(&attempts),
         };
         // Past the retention, only a policy that takes the retry for a new
@@ -386,8 +391,10 @@ impl<'a> OperationView<'a> {
             .filter_map(|(position, attempt)| {
                 let said = match &attempt.end {
                     AttemptEnd::Answered(answer) => answer,
-                    AttemptEnd::Lost { dropped, .. } => dropped,
-                    AttemptEnd::Failed { .. } | AttemptEnd::Abandoned => return None,
+                    AttemptEnd::Lost { dropped, .. } | AttemptEnd::Truncated { dropped } => dropped,
+                    AttemptEnd::Failed { .. } | AttemptEnd::Abandoned | AttemptEnd::Interrupted => {
+                        return None
+                    }
                 };
                 let [eager, strict] = &readings;
                 let (eager_epoch, strict_epoch) =
@@ -867,6 +874,8 @@ fn leaves_the_target_uncertain(what: Happened) -> bool {
         | Action::Revoke(_)
         | Action::Replan { .. }
         | Action::CrashAgent { .. }
-        | Action::ApproveAgain { .. } => false,
+        | Action::ApproveAgain { .. }
+        | Action::TruncateResult
+        | Action::Interrupt => false,
     }
 }

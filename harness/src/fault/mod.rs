@@ -24,12 +24,14 @@ mod clock;
 mod crash;
 mod crash_agent;
 mod delay;
+mod interrupt;
 mod lose;
 mod provider_error;
 mod redeliver;
 mod replan;
 mod revoke;
 mod stall;
+mod truncate;
 
 use std::fmt;
 use std::time::Duration;
@@ -45,12 +47,14 @@ pub use clock::AdvanceClock;
 pub use crash::{CrashPoint, CrashTarget};
 pub use crash_agent::CrashAgent;
 pub use delay::Delay;
+pub use interrupt::UserInterrupt;
 pub use lose::{Hop, LoseRequest, LoseResponse, LossMode};
 pub use provider_error::ProviderError;
 pub use redeliver::Redeliver;
 pub use replan::{Replan, Wording};
 pub use revoke::{Grant, Revoke};
 pub use stall::Stall;
+pub use truncate::TruncateResult;
 
 /// Declares every kind: its variant of [`Fault`] and of the file shape, and
 /// its place in the registry. The order is the order error messages list the
@@ -131,6 +135,8 @@ kinds! {
     ProviderError(ProviderError),
     Redeliver(Redeliver),
     AuthorityOutage(AuthorityOutage),
+    TruncateResult(TruncateResult),
+    UserInterrupt(UserInterrupt),
 }
 
 /// What a fault does, whatever its kind. Object-safe: the nemesis, the
@@ -439,6 +445,12 @@ pub enum Action {
     /// The step about to start is approved twice: one more execution of it,
     /// `gap` after the first.
     ApproveAgain { gap: Duration },
+    /// The target's answer reaches the agent cut short: unreadable, so the
+    /// planner decides the step again instead of retrying it.
+    TruncateResult,
+    /// The user says "try again" mid-call: the agent drops its attempts in
+    /// flight and the planner decides their step again at once.
+    Interrupt,
 }
 
 impl Action {
@@ -463,6 +475,8 @@ impl Action {
             Action::Replan { times, .. } => format!("made the planner decide again x{times}"),
             Action::CrashAgent { .. } => "crashed the agent".into(),
             Action::ApproveAgain { .. } => "approved a step again".into(),
+            Action::TruncateResult => "truncated an answer to the agent".into(),
+            Action::Interrupt => "interrupted the agent mid-call".into(),
         }
     }
 
@@ -472,7 +486,8 @@ impl Action {
             Action::CrashBeforeDispatch { .. } => 0,
             Action::LoseRequest(_) | Action::AuthorityDown => 1,
             Action::CrashAfterCommit { .. } => 2,
-            Action::LoseAnswer { .. } | Action::ProviderError { .. } => 3,
+            // A truncated answer is an answer lost to the agent, read or not.
+            Action::LoseAnswer { .. } | Action::ProviderError { .. } | Action::TruncateResult => 3,
             Action::Stall => 4,
             Action::Redeliver => 5,
             Action::DelayAnswer { .. } => 6,
@@ -480,7 +495,8 @@ impl Action {
             | Action::Revoke(_)
             | Action::Replan { .. }
             | Action::CrashAgent { .. }
-            | Action::ApproveAgain { .. } => 7,
+            | Action::ApproveAgain { .. }
+            | Action::Interrupt => 7,
         }
     }
 }
@@ -564,6 +580,8 @@ mod tests {
             "kind = \"provider-error\"\nnth = 1\ncommitted = true",
             "kind = \"redeliver\"\nnth = 2",
             "kind = \"authority-outage\"\nnth = 1\ntimes = 2",
+            "kind = \"truncate-result\"\nnth = 1",
+            "kind = \"user-interrupt\"\nafter-commit = 1",
         ];
         let mut seen = Vec::new();
         for text in faults {
@@ -585,6 +603,22 @@ mod tests {
         );
         let error = parse("kind = \"double-approve\"\ncall = 2", 1).unwrap_err();
         assert!(error.contains("call = 2 names no call"), "{error}");
+    }
+
+    #[test]
+    fn a_user_interrupt_comes_mid_call_only() {
+        let error = parse("kind = \"user-interrupt\"\nafter-commit = 0", 1).unwrap_err();
+        assert!(
+            error.contains("after-commit counts dispatches from 1"),
+            "{error}"
+        );
+        let error = parse("kind = \"user-interrupt\"\nafter-call = 1", 1).unwrap_err();
+        assert!(error.contains("unknown field `after-call`"), "{error}");
+        let error = parse("kind = \"truncate-result\"\nnth = 0", 1).unwrap_err();
+        assert!(
+            error.contains("truncate-result: nth counts from 1"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -78,7 +78,9 @@ fn needs_a_request(action: Action) -> bool {
         | Action::Revoke(_)
         | Action::Replan { .. }
         | Action::CrashAgent { .. }
-        | Action::ApproveAgain { .. } => true,
+        | Action::ApproveAgain { .. }
+        | Action::TruncateResult
+        | Action::Interrupt => true,
     }
 }
 

@@ -73,8 +73,11 @@ impl Secrets {
                 AttemptEnd::Answered(answer)
                 | AttemptEnd::Lost {
                     dropped: answer, ..
-                } => answer,
-                AttemptEnd::Failed { .. } | AttemptEnd::Abandoned => continue,
+                }
+                | AttemptEnd::Truncated { dropped: answer } => answer,
+                AttemptEnd::Failed { .. } | AttemptEnd::Abandoned | AttemptEnd::Interrupted => {
+                    continue
+                }
             };
             for text in [&mut answer.reason, &mut answer.unread]
                 .into_iter()

@@ -342,7 +342,7 @@ fn fault_record(trial: &Trial<'_>, event: &FaultEvent) -> FaultRecord {
 pub fn target_answer(end: &AttemptEnd) -> Option<&crate::history::Answer> {
     match end {
         AttemptEnd::Answered(answer) => Some(answer),
-        AttemptEnd::Lost { dropped, .. } => Some(dropped),
-        AttemptEnd::Failed { .. } | AttemptEnd::Abandoned => None,
+        AttemptEnd::Lost { dropped, .. } | AttemptEnd::Truncated { dropped } => Some(dropped),
+        AttemptEnd::Failed { .. } | AttemptEnd::Abandoned | AttemptEnd::Interrupted => None,
     }
 }

@@ -255,6 +255,8 @@ async fn run_worker(
     };
     let mut crashes = env.nemesis.agent_crashes();
     crashes.mark_unchanged();
+    let mut interrupts = env.nemesis.interrupts();
+    interrupts.mark_unchanged();
     let mut attempt = 0;
     let timing = &script.timing;
     // The time budget runs from the worker's first attempt: a runtime that
@@ -287,10 +289,15 @@ async fn run_worker(
                 biased;
                 sent = sent => sent,
                 _ = crashes.changed() => Sent::ended(AttemptEnd::Abandoned),
+                _ = interrupts.changed() => Sent::ended(AttemptEnd::Interrupted),
             };
             let definitive =
                 matches!(&end, AttemptEnd::Answered(answer) if answer.outcome.is_definitive());
             let abandoned = end == AttemptEnd::Abandoned;
+            let interrupted = end == AttemptEnd::Interrupted;
+            // Unreadable: there is no outcome to retry on, so the planner,
+            // not the retry loop, decides what comes next.
+            let unreadable = matches!(end, AttemptEnd::Truncated { .. });
             let record = |attempt_id: String, sent_at, ended_at, wall_clock_ms, end| Attempt {
                 operation: call.operation,
                 call: call.number,
@@ -341,6 +348,13 @@ async fn run_worker(
                 tries -= 1;
                 continue;
             }
+            if interrupted {
+                // The user said "try again": the planner decides the step
+                // again at once, and the dropped attempt is not a retry.
+                tool_call = decide_again(Wording::Same);
+                tries -= 1;
+                continue;
+            }
             // `attempts` is the cap on tries; a `retry-for` budget lets a
             // call whose answer is not final go on past it until spent.
             if definitive || (tries >= call.attempts && budget_left().is_none()) {
@@ -361,7 +375,7 @@ async fn run_worker(
             // Heard nothing useful: a runtime that holds no key lets the
             // model decide again instead of retrying, as does one whose call
             // stalled past the agent's patience.
-            if call.identity == Identity::Replan || env.nemesis.take_stall() {
+            if call.identity == Identity::Replan || unreadable || env.nemesis.take_stall() {
                 tool_call = decide_again(Wording::Same);
             }
         }
@@ -472,6 +486,8 @@ async fn send_attempt(
                 dropped: answer,
             }
         }
+        // Cut on its way: the agent holds bytes it cannot parse.
+        Some(Action::TruncateResult) => AttemptEnd::Truncated { dropped: answer },
         Some(Action::DelayAnswer { by, .. }) => {
             if tokio::time::Instant::now() + by >= deadline {
                 tokio::time::sleep_until(deadline).await;
@@ -497,7 +513,8 @@ async fn send_attempt(
             | Action::Revoke(_)
             | Action::Replan { .. }
             | Action::CrashAgent { .. }
-            | Action::ApproveAgain { .. },
+            | Action::ApproveAgain { .. }
+            | Action::Interrupt,
         ) => AttemptEnd::Answered(answer),
     };
     let retry_after = match &end {

@@ -127,7 +127,9 @@ impl Authority {
                 | Action::Revoke(_)
                 | Action::Replan { .. }
                 | Action::CrashAgent { .. }
-                | Action::ApproveAgain { .. },
+                | Action::ApproveAgain { .. }
+                | Action::TruncateResult
+                | Action::Interrupt,
             )
             | None => {}
         }

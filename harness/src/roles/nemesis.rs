@@ -42,6 +42,9 @@ pub(crate) struct Nemesis {
     /// How many times the agent (the orchestrator) has crashed: its workers
     /// watch it, to forget what they were waiting for.
     agent_crashes: watch::Sender<u64>,
+    /// How many times the user has said "try again" mid-call: the agent's
+    /// workers watch it, to drop the attempt they wait on and decide again.
+    interrupts: watch::Sender<u64>,
 }
 
 /// What happened to an answer the agent read.
@@ -109,6 +112,7 @@ impl Nemesis {
             clock_waits: BTreeMap::new(),
             state: Mutex::new(NemesisState::default()),
             agent_crashes: watch::Sender::new(0),
+            interrupts: watch::Sender::new(0),
         }
     }
 
@@ -165,6 +169,11 @@ impl Nemesis {
         self.agent_crashes.subscribe()
     }
 
+    /// The user's interrupts, as a count the agent's workers watch.
+    pub(crate) fn interrupts(&self) -> watch::Receiver<u64> {
+        self.interrupts.subscribe()
+    }
+
     /// How long the agent stays down after its last crash.
     pub(crate) fn agent_restart_after(&self) -> Duration {
         lock(&self.state).agent_restart_after
@@ -206,13 +215,15 @@ impl Nemesis {
             | Action::DelayAnswer { .. }
             | Action::ProviderError { .. }
             | Action::Redeliver
-            | Action::AuthorityDown => {}
+            | Action::AuthorityDown
+            | Action::TruncateResult => {}
             // A rule that waits for a moment has no verdict on an exchange.
             Action::AdvanceClock(_)
             | Action::Revoke(_)
             | Action::Replan { .. }
             | Action::CrashAgent { .. }
-            | Action::ApproveAgain { .. } => {}
+            | Action::ApproveAgain { .. }
+            | Action::Interrupt => {}
         }
         Some(action)
     }
@@ -262,6 +273,7 @@ impl Nemesis {
                     for_the_planner.replans.push((times, wording));
                 }
                 Action::ApproveAgain { gap } => for_the_planner.second_approvals.push(gap),
+                Action::Interrupt => self.interrupts.send_modify(|interrupts| *interrupts += 1),
                 // A rule that acts on exchanges has no verdict at a moment.
                 Action::CrashBeforeDispatch { .. }
                 | Action::LoseRequest(_)
@@ -271,7 +283,8 @@ impl Nemesis {
                 | Action::DelayAnswer { .. }
                 | Action::ProviderError { .. }
                 | Action::Redeliver
-                | Action::AuthorityDown => continue,
+                | Action::AuthorityDown
+                | Action::TruncateResult => continue,
             }
             self.record(Happened::Fault { index, action }, fault.to_string());
         }

@@ -191,7 +191,9 @@ impl Fate {
             | Action::Revoke(_)
             | Action::Replan { .. }
             | Action::CrashAgent { .. }
-            | Action::ApproveAgain { .. } => Fate::UNHARMED,
+            | Action::ApproveAgain { .. }
+            | Action::TruncateResult
+            | Action::Interrupt => Fate::UNHARMED,
         }
     }
 }

@@ -823,7 +823,7 @@ impl ScenarioFile {
             {
                 return Err(error_at(
                     span,
-                    "identity = \"replan\" changes nothing here: with one attempt, one subagent and no replan, stall, crash-agent or double-approve fault, the step is never decided again. \
+                    "identity = \"replan\" changes nothing here: with one attempt, one subagent and no replan, stall, crash-agent, double-approve, truncate-result or user-interrupt fault, the step is never decided again. \
                      Give the call attempts > 1 or subagents > 1, add such a fault, or remove identity"
                         .into(),
                 ));

@@ -149,6 +149,25 @@ pub enum Policy {
     Coalesce,
     /// Every tool call is its own effect (`send_notification_to_self`).
     Allow,
+    /// One effect per intent, and a step decided again (a re-plan: a new
+    /// tool call) is refused with an explicit outcome the agent can read,
+    /// `rejected` or `conflict` (see [`Policy::refuses`]): never executed
+    /// again, never answered with the first call's result as if it were
+    /// its own.
+    Refuse,
+}
+
+impl Policy {
+    /// Whether `outcome` is the explicit refusal `refuse` asks of a re-plan:
+    /// `rejected` or `conflict`, final and saying nothing was done for this
+    /// call (`conflict` only where the arguments differ: for the same ones
+    /// it is a false conflict, which the payload checker judges). Not `denied` (a claim about the caller's permission), `held`
+    /// (waiting for a human, not refused), `failed` (safe to retry: the
+    /// agent would send it again) nor `pending`/`unknown` (not final).
+    pub fn refuses(outcome: chaos_kit::protocol::Outcome) -> bool {
+        use chaos_kit::protocol::Outcome;
+        matches!(outcome, Outcome::Rejected | Outcome::Conflict)
+    }
 }
 
 /// Which effect a scenario counts. "One database mutation, one accepted

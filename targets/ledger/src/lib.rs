@@ -89,6 +89,15 @@ pub enum Weakness {
     /// recorded and answered as `applied`, so a request lost on its way is
     /// never sent again (the operation silently never happens).
     AssumesDelivered,
+    /// Past the retention, an operation is arbitrated in the process's
+    /// memory, not by the store's claim: one attempt per process dispatches,
+    /// the others are told `pending` with `Retry-After: 1`. Run as two
+    /// replicas behind a round-robin balancer ([`serve_replica_guard`]),
+    /// a concurrent burst dispatches once per replica. Its knowledge of who
+    /// works on an operation is each replica's too: a claim the other one
+    /// holds looks abandoned, and is reconciled. Simulator only: one
+    /// process alone is its own single replica, and holds.
+    ReplicaGuard,
 }
 
 impl Weakness {
@@ -109,6 +118,7 @@ impl Weakness {
             "trusts-missing" => Some(Weakness::TrustsMissing),
             "reset-is-failure" => Some(Weakness::ResetIsFailure),
             "assumes-delivered" => Some(Weakness::AssumesDelivered),
+            // Not a flag: its weakness needs two replicas (the simulator's).
             _ => None,
         }
     }
@@ -196,6 +206,9 @@ pub struct Options {
     pub key_from: KeyFrom,
     /// A deliberate weakness, if this is a weakened variant.
     pub weakness: Option<Weakness>,
+    /// The tool policy `refuse`: a step decided again (another tool call
+    /// for an operation already claimed) is answered `rejected`.
+    pub refuse_replans: bool,
 }
 
 impl Options {
@@ -205,6 +218,7 @@ impl Options {
             after_retention: AfterRetention::NewOperation,
             key_from: KeyFrom::Caller,
             weakness: None,
+            refuse_replans: false,
         }
     }
 
@@ -226,6 +240,7 @@ struct Ledger<S> {
     after_retention: AfterRetention,
     weakness: Option<Weakness>,
     key_from: KeyFrom,
+    refuse_replans: bool,
     /// What the attempts in this process are doing with each operation now.
     at_work: Mutex<BTreeMap<Scope, Work>>,
 }
@@ -316,6 +331,10 @@ variants! {
         "WEAK: the ledger that takes a provider's reset for a request never processed (a timeout stays unknown) and sends again",
         AfterRetention::NewOperation,
         Options { weakness: Some(Weakness::ResetIsFailure), ..Options::new(RETENTION) };
+    serve_refuses_replans, refuses_replans_info: "refuses-replans",
+        "runtime-ledger under the tool policy refuse: a step decided again (a new tool call for an executed step) is answered rejected, naming the first call, never executed nor replayed",
+        AfterRetention::NewOperation,
+        Options { key_from: KeyFrom::Structure, refuse_replans: true, ..Options::new(RETENTION) };
     serve_assumes_delivered, assumes_delivered_info: "assumes-delivered",
         "WEAK: the ledger that takes a provider's silence for success: a request lost on its way is answered applied and never sent again",
         AfterRetention::NewOperation,
@@ -330,15 +349,7 @@ pub async fn serve_with<S: RecordStore>(
     store: S,
     options: Options,
 ) -> io::Result<()> {
-    let ledger = Arc::new(Ledger {
-        env,
-        store,
-        retention: options.retention,
-        after_retention: options.after_retention,
-        weakness: options.weakness,
-        key_from: options.key_from,
-        at_work: Mutex::new(BTreeMap::new()),
-    });
+    let ledger = Arc::new(Ledger::new(env, store, options));
     http::serve(
         listener,
         shutdown,
@@ -350,6 +361,80 @@ pub async fn serve_with<S: RecordStore>(
     .await
 }
 
+/// What `replica-guard` declares it remembers an operation for: the
+/// retention a test shortens it to, as a live run shortens a library's to
+/// seconds. Shorter than the wait its `Retry-After` asks for (which the
+/// simulated agent caps at its attempt timeout, 56 ms), longer than one
+/// concurrent burst. Its records keep their 7 days: it remembers longer
+/// than it promises, which any layer may.
+pub const REPLICA_GUARD_RETENTION: Duration = Duration::from_millis(20);
+
+/// `replica-guard`: `runtime-ledger` run as two replicas on one store, behind a
+/// round-robin balancer, each arbitrating an operation past its retention
+/// in its own memory ([`Weakness::ReplicaGuard`]). Issue 22's shape, seen
+/// live: a burst of concurrent retries past the retention makes two effects
+/// (one per replica) in one epoch; the attempts held off are told to come
+/// back after `Retry-After: 1`, and the retry the agent makes after that
+/// wait lands past the declared retention, opening an epoch that commits
+/// nothing (it is answered from the record). Judged by `expected x epochs`
+/// the three effects passed as `3/3`; judged epoch by epoch they fail.
+pub fn replica_guard_info() -> TargetInfo {
+    TargetInfo {
+        name: "replica-guard".into(),
+        summary: "WEAK: runtime-ledger as two replicas, each guarding an operation past its retention in its own memory (409 + Retry-After: 1 to the rest): a concurrent burst dispatches once per replica".into(),
+        retention: Some(REPLICA_GUARD_RETENTION),
+        after_retention: AfterRetention::NewOperation,
+    }
+}
+
+/// Serves `replica-guard` on the environment's disk: the simulator's entry point.
+pub async fn serve_replica_guard(
+    listener: impl Listener,
+    shutdown: impl std::future::Future<Output = ()>,
+    env: TargetEnv,
+) -> io::Result<()> {
+    let store = DiskStore::new(env.disk.clone());
+    // Keyed as `runtime-ledger` is, so that a re-plan inside its short
+    // declared retention coalesces: the one weakness is past it.
+    let options = Options {
+        weakness: Some(Weakness::ReplicaGuard),
+        key_from: KeyFrom::Structure,
+        ..Options::new(RETENTION)
+    };
+    let replicas = [
+        Arc::new(Ledger::new(env.clone(), store.clone(), options)),
+        Arc::new(Ledger::new(env, store, options)),
+    ];
+    // The balancer: tool calls go to each replica in turn, so a burst of
+    // concurrent attempts is split between them whatever their timing.
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    http::serve(
+        listener,
+        shutdown,
+        http::handler(move |request| {
+            let turn = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let ledger = replicas[turn % replicas.len()].clone();
+            async move { Ok::<_, Abort>(ledger.handle(request).await) }
+        }),
+    )
+    .await
+}
+
+impl<S> Ledger<S> {
+    fn new(env: TargetEnv, store: S, options: Options) -> Ledger<S> {
+        Ledger {
+            env,
+            store,
+            retention: options.retention,
+            after_retention: options.after_retention,
+            weakness: options.weakness,
+            key_from: options.key_from,
+            refuse_replans: options.refuse_replans,
+            at_work: Mutex::new(BTreeMap::new()),
+        }
+    }
+}
+
 impl<S: RecordStore> Ledger<S> {
     async fn handle(&self, request: Request) -> Response {
         if target::is_health_check(&request) {
@@ -358,7 +443,15 @@ impl<S: RecordStore> Ledger<S> {
         let Some(tool) = target::tool_call(&request) else {
             return target::not_found();
         };
-        target::answer(self.tool_call(tool, &request).await)
+        let answer = self.tool_call(tool, &request).await;
+        let held_off = answer.outcome == Some(Outcome::Pending);
+        let response = target::answer(answer);
+        if held_off && self.weakness == Some(Weakness::ReplicaGuard) {
+            // An attempt held off is asked to wait a second: longer than the
+            // retention it declares, as in the library that showed issue 22.
+            return response.header("Retry-After", "1");
+        }
+        response
     }
 
     async fn tool_call(&self, tool: &str, request: &Request) -> AnswerBody {
@@ -403,7 +496,11 @@ impl<S: RecordStore> Ledger<S> {
         // record, whether the others run in this process or in another one.
         let fingerprint = self.key_from.fingerprint(&arguments);
         let payload = canonical::canonical_json(&arguments);
-        let fresh = Record::pending(&scope.to_string(), &payload, fingerprint, now);
+        let mut fresh = Record::pending(&scope.to_string(), &payload, fingerprint, now);
+        let tool_call = request.header_value(chaos_kit::protocol::TOOL_USE_ID);
+        if self.refuse_replans {
+            fresh.tool_use_id = tool_call.map(str::to_owned);
+        }
         let mut attempt = self.begin(&scope);
         let claim = match self.expired(&scope, now).await {
             Ok(None) => self.store.claim(&scope, &fresh).await,
@@ -418,6 +515,25 @@ impl<S: RecordStore> Ledger<S> {
                     return self
                         .reconcile_expired(tool, &scope, expired, fresh, &mut attempt)
                         .await
+                }
+                (AfterRetention::NewOperation, Some(Weakness::ReplicaGuard)) => {
+                    // WEAK: this process's memory arbitrates, not the store:
+                    // an attempt another replica works on is not seen here.
+                    // The expired record stays until the dispatch is over, so
+                    // every attempt here meanwhile reads it and is held off.
+                    if !attempt.guard() {
+                        return in_flight();
+                    }
+                    let result = upstream::dispatch(
+                        &self.env,
+                        tool,
+                        &fresh.downstream_key,
+                        fresh.payload.clone().into(),
+                    )
+                    .await;
+                    let _ = self.store.forget(&scope, expired.created_at_ms).await;
+                    let _ = self.store.claim(&scope, &fresh).await;
+                    return self.settle(tool, &scope, fresh, result).await;
                 }
                 (AfterRetention::NewOperation, Some(Weakness::ExpiryRace)) => {
                     // WEAK: it read "expired", took that for "absent", and
@@ -459,6 +575,20 @@ impl<S: RecordStore> Ledger<S> {
         };
         if let Some(conflict) = self.payload_conflict(&existing, &fresh) {
             return conflict;
+        }
+        // The tool policy `refuse`: another tool call for a step already
+        // claimed is the planner deciding again, refused in words the agent
+        // reads; its own retries (the same tool call) are served as usual.
+        if let (true, Some(first), Some(this)) = (
+            self.refuse_replans,
+            existing.tool_use_id.as_deref(),
+            tool_call,
+        ) {
+            if first != this {
+                return rejected(&format!(
+                    "this step was already decided as tool call {first}; the tool's policy refuses a step decided again, and nothing was done for tool call {this}"
+                ));
+            }
         }
         match &existing.state {
             RecordState::Succeeded { .. } | RecordState::Rejected { .. } => {
@@ -730,8 +860,12 @@ impl<S: RecordStore> Ledger<S> {
     /// again after the read, because the read may wait on a database while
     /// another attempt takes the operation over.
     async fn expired(&self, scope: &Scope, now: u64) -> Result<Option<Record>, StoreError> {
-        // WEAK (expiry-race): what it read decides, live work or not.
-        let racy = self.weakness == Some(Weakness::ExpiryRace);
+        // WEAK (expiry-race, replica-guard): what it read decides, live
+        // work or not (replica-guard then consults its memory alone).
+        let racy = matches!(
+            self.weakness,
+            Some(Weakness::ExpiryRace | Weakness::ReplicaGuard)
+        );
         let worked_on = || {
             !racy
                 && lock(&self.at_work)
@@ -804,6 +938,22 @@ impl<S> Attempt<'_, S> {
         work.claiming -= 1;
         work.owners += 1;
         self.role = Role::Owner;
+    }
+
+    /// Past the retention, under `replica-guard`: this attempt owns the
+    /// operation unless another attempt of this process already does.
+    fn guard(&mut self) -> bool {
+        let mut at_work = lock(&self.ledger.at_work);
+        let work = at_work.entry(self.scope.clone()).or_default();
+        work.claiming -= 1;
+        if work.owners == 0 {
+            work.owners += 1;
+            self.role = Role::Owner;
+            true
+        } else {
+            self.role = Role::Done;
+            false
+        }
     }
 
     /// The record was there, still open: this attempt takes it over only if

@@ -18,6 +18,10 @@ pub struct Record {
     /// nothing until the lag has passed since. Absent in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch_ended_at_ms: Option<u64>,
+    /// The tool call (`X-Tool-Use-Id`) that claimed it, kept by a ledger
+    /// whose tool policy refuses a step decided again. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_use_id: Option<String>,
     pub state: RecordState,
 }
 
@@ -58,6 +62,7 @@ impl Record {
             downstream_key: format!("ledger-{}", canonical::fingerprint(scope)),
             created_at_ms: now_ms,
             dispatch_ended_at_ms: None,
+            tool_use_id: None,
             state: RecordState::Pending,
         }
     }

@@ -378,7 +378,8 @@ fn attempt_view(attempt: &AttemptRecord) -> AttemptView {
         AttemptEnd::Answered(answer)
         | AttemptEnd::Lost {
             dropped: answer, ..
-        } => format!(
+        }
+        | AttemptEnd::Truncated { dropped: answer } => format!(
             "{} {}{}",
             answer.status,
             answer.outcome,
@@ -388,7 +389,7 @@ fn attempt_view(attempt: &AttemptRecord) -> AttemptView {
                 .map(|receipt| format!(" ({receipt})"))
                 .unwrap_or_default()
         ),
-        AttemptEnd::Failed { .. } | AttemptEnd::Abandoned => "–".into(),
+        AttemptEnd::Failed { .. } | AttemptEnd::Abandoned | AttemptEnd::Interrupted => "–".into(),
     };
     AttemptView {
         attempt_id: attempt.attempt_id.clone(),

@@ -531,7 +531,8 @@ fn end_class(end: &AttemptEnd) -> String {
         AttemptEnd::Answered(answer) => format!("outcome-{}", answer.outcome),
         AttemptEnd::Lost { .. } => "lost".into(),
         AttemptEnd::Failed { .. } => "failed".into(),
-        AttemptEnd::Abandoned => "abandoned".into(),
+        AttemptEnd::Abandoned | AttemptEnd::Interrupted => "abandoned".into(),
+        AttemptEnd::Truncated { .. } => "lost".into(),
     }
 }
 
@@ -553,6 +554,13 @@ fn attempt_title(attempt: &AttemptRecord) -> String {
         ),
         AttemptEnd::Failed { failure } => format!("no answer: {failure}"),
         AttemptEnd::Abandoned => "abandoned: the agent crashed while it waited".into(),
+        AttemptEnd::Truncated { dropped } => format!(
+            "the target answered {} but the answer reached the agent truncated, unreadable",
+            dropped.outcome
+        ),
+        AttemptEnd::Interrupted => {
+            "dropped: the user said \"try again\" while the agent waited".into()
+        }
     };
     format!(
         "{} (call {}, worker {}, attempt {}, tool call {} (decision {}), key {}, {} payload): sent at {} ms, ended at {} ms; {what}",
