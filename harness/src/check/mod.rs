@@ -144,12 +144,17 @@ pub enum Check {
     /// A warning: concurrent attempts reached a keyed provider and its
     /// idempotency store, not the layer, kept them to one effect.
     RaceAbsorbedByProvider,
+    /// A warning, live: an effect of this trial's operation reached the
+    /// provider during a later trial on the same process (the process kept
+    /// working after answering). Counted here, never as the later trial's
+    /// `unattributed-effect`.
+    LateEffect,
 }
 
 impl Check {
     /// Every check with its name, most specific first: the one table names
     /// come from (reports, the schema's enum, the README).
-    pub const ALL: [(Check, &'static str); 26] = [
+    pub const ALL: [(Check, &'static str); 27] = [
         (Check::WrongDecision, "wrong-decision"),
         (Check::Disclosure, "disclosure"),
         (
@@ -182,12 +187,13 @@ impl Check {
         (Check::FaultNeverActed, "fault-never-acted"),
         (Check::RunIncomplete, "run-incomplete"),
         (Check::RaceAbsorbedByProvider, "race-absorbed-by-provider"),
+        (Check::LateEffect, "late-effect"),
     ];
 
     /// A warning: shown under a cell that still passes, failing only under
     /// `--deny warnings`.
     pub fn is_warning(self) -> bool {
-        matches!(self, Check::RaceAbsorbedByProvider)
+        matches!(self, Check::RaceAbsorbedByProvider | Check::LateEffect)
     }
 
     /// How serious a finding of this check is to the people charged or
@@ -220,7 +226,7 @@ impl Check {
             | Check::UnexpectedOutcome => 2,
             Check::Stuck => 3,
             Check::RunIncomplete | Check::FaultNeverActed => 4,
-            Check::RaceAbsorbedByProvider => 5,
+            Check::RaceAbsorbedByProvider | Check::LateEffect => 5,
         }
     }
 
@@ -253,6 +259,7 @@ impl Check {
             Check::FaultNeverActed => "make the fault reachable in this run (its nth, its hop), or mark it optional = true with the reason",
             Check::RunIncomplete => "read the reason: the target errored, hung or exited; `chaos probe` checks it alone",
             Check::RaceAbsorbedByProvider => "claim the key in the layer before dispatching, so one attempt dispatches and the others wait for its result",
+            Check::LateEffect => "finish a call's provider work before answering it (or bound its SDK's retries by the answer); to test it anyway, set fresh-process = true",
         }
     }
 

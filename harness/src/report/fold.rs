@@ -12,8 +12,8 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::{verdict_label, CellSummary, SeedFailure, Summary, TargetMeta};
-use crate::check::Status;
+use super::{verdict_label, CellSummary, CellWarning, SeedFailure, Summary, TargetMeta};
+use crate::check::{Check, Status};
 use crate::progress::{CellDone, Observer};
 use crate::scenario::Scenario;
 use crate::sweep::{rerun_command, Sweep};
@@ -100,6 +100,7 @@ impl<'a> Fold<'a> {
 
     /// Folds one judged trial into cell `cell`; safe from any thread.
     pub(crate) fn add(&self, cell: usize, judged: &Judged<'_>) {
+        self.late_effects(cell, judged);
         let first_seed = self.sweep.seeds.first();
         let limit = self.sweep.failures_kept;
         let seed = judged.trial.seed;
@@ -164,6 +165,62 @@ impl<'a> Fold<'a> {
             done: *done,
             cells: self.tried,
         });
+    }
+
+    /// The effects of earlier trials that reached `judged`'s provider (a
+    /// reused process kept working after answering them): each is a
+    /// `late-effect` warning of the trial it belongs to, in that trial's
+    /// cell of the same target, never a finding of the trial it arrived in.
+    fn late_effects(&self, cell: usize, judged: &Judged<'_>) {
+        let Some(run) = &judged.run else {
+            return;
+        };
+        let column = cell % self.columns.len();
+        let first_seed = self.sweep.seeds.first();
+        let arrived = (judged.trial.scenario.name.as_str(), judged.trial.seed);
+        let mut trials: Vec<&crate::history::EarlierTrial> = Vec::new();
+        for late in &run.ledger.late {
+            if !trials.contains(&&late.of) {
+                trials.push(&late.of);
+            }
+        }
+        for of in trials {
+            let Some(index) =
+                (self.scenarios.iter()).position(|scenario| scenario.name == of.scenario)
+            else {
+                continue;
+            };
+            let effects: Vec<String> = (run.ledger.late.iter())
+                .filter(|late| late.of == *of)
+                .map(|late| {
+                    format!(
+                        "{} {} for {} at {} ms",
+                        late.tool, late.receipt, late.subject, late.at
+                    )
+                })
+                .collect();
+            let warning = CellWarning {
+                check: Check::LateEffect,
+                seeds: 1,
+                first_seed: of.seed,
+                message: format!(
+                    "late effect of trial '{}' seed {}, arrived during trial '{}' seed {} ({}): the process kept working after answering; set fresh-process = true",
+                    of.scenario,
+                    of.seed,
+                    arrived.0,
+                    arrived.1,
+                    effects.join(", ")
+                ),
+                rerun: rerun_command(
+                    &self.scenarios[index].path.display().to_string(),
+                    &self.columns[column].arg,
+                    of.seed,
+                ),
+            };
+            let target = index * self.columns.len() + column;
+            let mut state = lock(&self.cells[target]);
+            CellWarning::absorb(&mut state.summary.warnings, warning, first_seed);
+        }
     }
 
     /// The summary of every trial folded in.
