@@ -219,7 +219,8 @@ fn read(step: &Step, judged: &Judged<'_>, target: &Target) -> StepReport {
         for finding in &verdict.findings {
             observed.push(format!("{}: {}", finding.check, finding.message));
         }
-        hint(step, run, target, &mut hints);
+        let tool = &judged.trial.scenario.workload.tool;
+        hint(step, run, target, tool, &mut hints);
     }
     StepReport {
         name: step.name,
@@ -282,7 +283,7 @@ fn new_effects(dispatches: &[crate::history::Dispatch]) -> usize {
 }
 
 /// How to fix what went wrong, where the answers show it.
-fn hint(step: &Step, run: &RunOutput, target: &Target, hints: &mut Vec<String>) {
+fn hint(step: &Step, run: &RunOutput, target: &Target, tool: &str, hints: &mut Vec<String>) {
     let reads_an_outcome_field =
         matches!(target, Target::Live { file, .. } if file.reads_its_own_outcomes());
     let attempts = &run.history.attempts;
@@ -306,6 +307,12 @@ fn hint(step: &Step, run: &RunOutput, target: &Target, hints: &mut Vec<String>) 
         return;
     }
     let unmapped = |meaning: &str, outcome: &str| {
+        // A 4xx is the service refusing the call: read as a success, every
+        // refusal would pass. What it refused is the suite's tool, or the
+        // call itself.
+        if (400..500).contains(&last.status) && matches!(outcome, "applied" | "replayed") {
+            return refused(last.status, last.outcome, tool);
+        }
         let line = format!("[status] {} = \"{outcome}\"", last.status);
         let fix = if reads_an_outcome_field {
             format!("map the value it sent in [response.outcomes] to \"{outcome}\", or add {line}")
@@ -348,9 +355,105 @@ fn hint(step: &Step, run: &RunOutput, target: &Target, hints: &mut Vec<String>) 
     }
 }
 
+/// The hint for a call the service refused with `status` (a 4xx) where a
+/// success was due: never to read it as one.
+fn refused(status: u16, read_as: Outcome, tool: &str) -> String {
+    format!(
+        "HTTP {status} (read as {read_as}) is the service refusing the call to '{tool}', never a success: do not map it to applied. If the service does not know or allow the suite's tool '{tool}' (`chaos list` shows the tools and arguments the suite calls), let the caller use it; if the refusal is final, read it as one: [status] {status} = \"rejected\" (or \"failed\" when nothing was done and a retry may succeed)"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::{Answer, AttemptEnd, History};
+
+    fn answered(status: u16, outcome: Outcome) -> RunOutput {
+        let attempt = Attempt {
+            operation: 0,
+            call: 1,
+            worker: 1,
+            attempt: 1,
+            attempt_id: "att".into(),
+            tool_use_id: "tu".into(),
+            decision: 1,
+            key: "k".into(),
+            payload_fingerprint: "p".into(),
+            intent: "p".into(),
+            sent_at: 0,
+            ended_at: 1,
+            wall_clock_ms: 0,
+            end: AttemptEnd::Answered(Answer {
+                status,
+                outcome,
+                receipt: None,
+                disclosed_result: false,
+                reason: None,
+                unread: None,
+            }),
+        };
+        RunOutput {
+            history: History {
+                attempts: vec![attempt],
+                ..History::default()
+            },
+            ledger: crate::history::Ledger::default(),
+            error: None,
+        }
+    }
+
+    fn live() -> Target {
+        let file = crate::target_file::TargetFile::parse(
+            std::path::Path::new("t/target.toml"),
+            "name = \"t\"\ncommand = [\"x\"]",
+        )
+        .unwrap();
+        Target::Live {
+            file: std::sync::Arc::new(file),
+            arg: "t".into(),
+        }
+    }
+
+    /// Issue 26 item 4: a first call refused with a 403 (a service that
+    /// checks scope and does not know the suite's tool) once got the hint
+    /// `[status] 403 = "applied"`, which turns every refusal into a pass.
+    #[test]
+    fn a_refused_call_is_never_hinted_as_a_success() {
+        for (step, status) in [(&STEPS[0], 403), (&STEPS[1], 404), (&STEPS[0], 422)] {
+            let mut hints = Vec::new();
+            hint(
+                step,
+                &answered(status, Outcome::Unknown),
+                &live(),
+                "send_reminder",
+                &mut hints,
+            );
+            let all = hints.join("\n");
+            assert!(
+                !all.contains("= \"applied\"") && !all.contains("= \"replayed\""),
+                "{all}"
+            );
+            assert!(
+                all.contains(&format!("[status] {status} = \"rejected\""))
+                    && all.contains("'send_reminder'")
+                    && all.contains("chaos list"),
+                "{all}"
+            );
+        }
+        // A 2xx the mapping misread still gets the line that reads it.
+        let mut hints = Vec::new();
+        hint(
+            &STEPS[0],
+            &answered(202, Outcome::Unknown),
+            &live(),
+            "send_reminder",
+            &mut hints,
+        );
+        assert!(
+            hints.join("\n").contains("[status] 202 = \"applied\""),
+            "{hints:?}"
+        );
+    }
 
     #[test]
     fn the_steps_scenarios_parse() {

@@ -202,6 +202,13 @@ fn list_shows_target_files_and_their_names_work_with_target() {
             "{name} ({transport}) missing: {stdout}"
         );
     }
+    // The tools the suite calls, with their arguments (issue 26 item 4).
+    assert!(
+        stdout.contains("tools these scenarios call")
+            && stdout.contains("  send_reminder(amount_cents, invoice, message, recipient) in ")
+            && stdout.contains("  charge_card("),
+        "{stdout}"
+    );
     let out = common::temp_dir("by-name").join("out");
     let output = common::chaos(&[
         "run",

@@ -59,16 +59,26 @@ pub(super) fn list(args: ListArgs) -> Result<Exit, Error> {
     let mut paths = scenario_files(&args.scenarios)?;
     paths.sort();
     outln!("scenarios in {}:", args.scenarios.display());
+    let mut loaded = Vec::new();
     for path in paths {
         match Scenario::load(&path) {
-            Ok(scenario) => outln!(
-                "  {:<32} {:<20} {}",
-                scenario.name,
-                scenario.test.as_str(),
-                scenario.description.lines().next().unwrap_or("")
-            ),
+            Ok(scenario) => {
+                outln!(
+                    "  {:<32} {:<20} {}",
+                    scenario.name,
+                    scenario.test.as_str(),
+                    scenario.description.lines().next().unwrap_or("")
+                );
+                loaded.push(scenario);
+            }
             Err(error) => broken.push(error),
         }
+    }
+    // A service that checks its caller's scope refuses a tool it does not
+    // know: what these scenarios call is what it must accept.
+    outln!("tools these scenarios call (a service must accept each, with these arguments):");
+    for (name, tool) in crate::suite_tools::called(&loaded) {
+        outln!("  {}", tool.line(&name));
     }
     // What a target file can choose, each with its docs line: the
     // registries' own, so this list cannot fall behind them.
