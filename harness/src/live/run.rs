@@ -71,10 +71,14 @@ async fn drive(
         why,
     })?;
     // What the kept process served before: if it serves this trial too,
-    // their late requests are told apart from this trial's.
-    let earlier = (slot.running.as_ref())
+    // their late requests are told apart from this trial's. A subject this
+    // trial names too (a lab fixture's fixed record) is this trial's.
+    let mut earlier = (slot.running.as_ref())
         .map(|running| running.served.clone())
         .unwrap_or_default();
+    for operation in &trial.operations {
+        earlier.remove(&operation.subject);
+    }
     let timeline: Arc<dyn Timeline> = Arc::new(RealTimeline::start());
     // The same instant on the wall clock, to place rows the database stamped.
     let wall_start = std::time::SystemTime::now();
