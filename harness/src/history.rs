@@ -232,6 +232,31 @@ pub struct Ledger {
     pub effects: Vec<Effect>,
     /// Every `GET /effects?key=` the target asked, in order.
     pub lookups: Vec<LookupRecord>,
+    /// Live, on a reused process: effects that reached this trial's
+    /// provider carrying an earlier trial's subject. They are that trial's
+    /// (the process kept working after answering it), never this one's: kept
+    /// out of `dispatches` and `effects`, and out of the nemesis's count.
+    pub late: Vec<LateEffect>,
+}
+
+/// A trial a process served before the one now running, by the names a
+/// report gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EarlierTrial {
+    pub scenario: String,
+    pub seed: u64,
+}
+
+/// An effect of an earlier trial that arrived during this one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LateEffect {
+    /// The trial whose subject it carries.
+    pub of: EarlierTrial,
+    /// When it arrived, on this trial's timeline.
+    pub at: Ms,
+    pub tool: String,
+    pub subject: String,
+    pub receipt: String,
 }
 
 /// A lookup the target made at the provider, and what it was told.

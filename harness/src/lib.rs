@@ -32,6 +32,8 @@
 //!   shrinks a failure into a scenario file;
 //! - `probe` and `init_target`: first contact with a user's own service: four
 //!   calls against it with what it did, and a commented target file for it;
+//!   `suite_tools`: the tools (and arguments) the suite calls, which such a
+//!   service must accept;
 //! - [`cli`]: the `chaos` command's flags and presenters, over these verbs.
 //!
 //! The verbs are [`run`] (a sweep into a summary) and [`judge`] (one trial);
@@ -62,6 +64,7 @@ pub(crate) mod roles;
 pub(crate) mod runner;
 pub(crate) mod sim;
 pub(crate) mod simplify;
+pub(crate) mod suite_tools;
 pub(crate) mod sweep;
 pub(crate) mod target;
 pub(crate) mod target_file;

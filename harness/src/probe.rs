@@ -9,11 +9,14 @@
 //! seconds, before the whole suite.
 
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
+use chaos_kit::http::CallFailure;
 use chaos_kit::protocol::Outcome;
 
 use crate::check::Status;
-use crate::history::{Attempt, Disposition, RunOutput};
+use crate::history::{Attempt, AttemptEnd, Disposition, RunOutput};
+use crate::plan::Timing;
 use crate::scenario::Scenario;
 use crate::target::Target;
 use crate::trial::{self, Judged};
@@ -114,6 +117,77 @@ pub struct StepReport {
 pub struct ProbeReport {
     pub target: String,
     pub steps: Vec<StepReport>,
+    /// The service's slowest answer against the agent's budget, and the
+    /// `[agent]` lines to write when the budget is too short for it.
+    pub patience: Vec<String>,
+}
+
+/// What the probe measured of the service's speed: its slowest answer, and
+/// whether an attempt ran out of time waiting for one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Slowest {
+    answer_ms: u64,
+    timed_out: bool,
+}
+
+impl Slowest {
+    fn of(run: &RunOutput, slowest: &mut Slowest) {
+        for attempt in &run.history.attempts {
+            let took = attempt.ended_at.saturating_sub(attempt.sent_at);
+            match &attempt.end {
+                AttemptEnd::Answered(_) => slowest.answer_ms = slowest.answer_ms.max(took),
+                AttemptEnd::Failed {
+                    failure: CallFailure::Timeout,
+                } => slowest.timed_out = true,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The lines on the agent's patience: the slowest answer against the
+/// budget, and, when an attempt timed out or the slowest answer took more
+/// than half an attempt's `timeout` (no room left for a reconcile after a
+/// downstream timeout), an `[agent]` budget that fits: a `timeout` of twice
+/// the slowest answer, whole seconds, and a `retry-for` of four such
+/// attempts, within the file's limits (1 m, 10 m).
+fn patience(slowest: Slowest, timing: &Timing) -> Vec<String> {
+    let show = |ms: u64| humantime::format_duration(Duration::from_millis(ms)).to_string();
+    let timeout = timing.agent_timeout.as_millis() as u64;
+    let mut lines = vec![format!(
+        "slowest answer: {} (the agent waits {} per attempt{}){}",
+        show(slowest.answer_ms),
+        show(timeout),
+        timing.retry_for.map_or_else(
+            || ", and retries a call past its attempts for no longer: no [agent] retry-for"
+                .to_owned(),
+            |retry_for| format!(
+                ", and retries a call for {}",
+                humantime::format_duration(retry_for)
+            ),
+        ),
+        if slowest.timed_out {
+            "; an attempt timed out waiting"
+        } else {
+            ""
+        }
+    )];
+    if !slowest.timed_out && slowest.answer_ms * 2 <= timeout {
+        return lines;
+    }
+    // Whole seconds, at least the current timeout's worth.
+    let seconds = |ms: u64| ms.div_ceil(1000).max(1);
+    let wanted = if slowest.timed_out {
+        timeout.max(slowest.answer_ms) * 2
+    } else {
+        slowest.answer_ms * 2
+    };
+    let attempt = seconds(wanted).clamp(seconds(timeout), 60);
+    let retry_for = (attempt * 4).min(600);
+    lines.push(format!(
+        "the agent's budget is too short for this service: a call it cannot finish in time is judged stuck, not the service. Add to the target file: [agent] timeout = \"{attempt}s\" and retry-for = \"{retry_for}s\" (twice the slowest answer per attempt, four attempts' worth in all)"
+    ));
+    lines
 }
 
 impl ProbeReport {
@@ -152,6 +226,12 @@ impl ProbeReport {
                 text.push_str(&format!("     hint: {hint}\n"));
             }
         }
+        if !self.patience.is_empty() {
+            text.push('\n');
+        }
+        for line in &self.patience {
+            text.push_str(&format!("{line}\n"));
+        }
         let verdict = match self.status() {
             Status::Pass => "every call was handled as the protocol asks; next: chaos run scenarios/*.toml --target ...",
             Status::Fail => "at least one call was mishandled (above); fix the target, or its target file where a hint says so",
@@ -180,14 +260,20 @@ pub fn probe(target: &Target, cancel: &AtomicBool) -> Option<ProbeReport> {
     let scenarios = scenarios(blind);
     let driver = target.driver(false, crate::sweep::Payloads::Redacted);
     let mut steps = Vec::new();
+    let mut slowest = Slowest::default();
     for (step, scenario) in STEPS.iter().zip(&scenarios) {
         let judged = trial::admit_and_judge(driver.as_ref(), scenario, 0, cancel)?;
+        if let Some(run) = &judged.run {
+            Slowest::of(run, &mut slowest);
+        }
         steps.push(read(step, &judged, target));
     }
+    let timing = driver.agent_timing();
     driver.finished();
     Some(ProbeReport {
         target: target.name().to_owned(),
         steps,
+        patience: timing.map_or_else(Vec::new, |timing| patience(slowest, &timing)),
     })
 }
 
@@ -219,7 +305,8 @@ fn read(step: &Step, judged: &Judged<'_>, target: &Target) -> StepReport {
         for finding in &verdict.findings {
             observed.push(format!("{}: {}", finding.check, finding.message));
         }
-        hint(step, run, target, &mut hints);
+        let tool = &judged.trial.scenario.workload.tool;
+        hint(step, run, target, tool, &mut hints);
     }
     StepReport {
         name: step.name,
@@ -282,7 +369,7 @@ fn new_effects(dispatches: &[crate::history::Dispatch]) -> usize {
 }
 
 /// How to fix what went wrong, where the answers show it.
-fn hint(step: &Step, run: &RunOutput, target: &Target, hints: &mut Vec<String>) {
+fn hint(step: &Step, run: &RunOutput, target: &Target, tool: &str, hints: &mut Vec<String>) {
     let reads_an_outcome_field =
         matches!(target, Target::Live { file, .. } if file.reads_its_own_outcomes());
     let attempts = &run.history.attempts;
@@ -306,6 +393,12 @@ fn hint(step: &Step, run: &RunOutput, target: &Target, hints: &mut Vec<String>) 
         return;
     }
     let unmapped = |meaning: &str, outcome: &str| {
+        // A 4xx is the service refusing the call: read as a success, every
+        // refusal would pass. What it refused is the suite's tool, or the
+        // call itself.
+        if (400..500).contains(&last.status) && matches!(outcome, "applied" | "replayed") {
+            return refused(last.status, last.outcome, tool);
+        }
         let line = format!("[status] {} = \"{outcome}\"", last.status);
         let fix = if reads_an_outcome_field {
             format!("map the value it sent in [response.outcomes] to \"{outcome}\", or add {line}")
@@ -348,9 +441,161 @@ fn hint(step: &Step, run: &RunOutput, target: &Target, hints: &mut Vec<String>) 
     }
 }
 
+/// The hint for a call the service refused with `status` (a 4xx) where a
+/// success was due: never to read it as one.
+fn refused(status: u16, read_as: Outcome, tool: &str) -> String {
+    format!(
+        "HTTP {status} (read as {read_as}) is the service refusing the call to '{tool}', never a success: do not map it to applied. If the service does not know or allow the suite's tool '{tool}' (`chaos list` shows the tools and arguments the suite calls), let the caller use it; if the refusal is final, read it as one: [status] {status} = \"rejected\" (or \"failed\" when nothing was done and a retry may succeed)"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::{Answer, History};
+
+    fn answered(status: u16, outcome: Outcome) -> RunOutput {
+        let attempt = Attempt {
+            operation: 0,
+            call: 1,
+            worker: 1,
+            attempt: 1,
+            attempt_id: "att".into(),
+            tool_use_id: "tu".into(),
+            decision: 1,
+            key: "k".into(),
+            payload_fingerprint: "p".into(),
+            intent: "p".into(),
+            sent_at: 0,
+            ended_at: 1,
+            wall_clock_ms: 0,
+            end: AttemptEnd::Answered(Answer {
+                status,
+                outcome,
+                receipt: None,
+                disclosed_result: false,
+                reason: None,
+                unread: None,
+            }),
+        };
+        RunOutput {
+            history: History {
+                attempts: vec![attempt],
+                ..History::default()
+            },
+            ledger: crate::history::Ledger::default(),
+            error: None,
+        }
+    }
+
+    fn live() -> Target {
+        let file = crate::target_file::TargetFile::parse(
+            std::path::Path::new("t/target.toml"),
+            "name = \"t\"\ncommand = [\"x\"]",
+        )
+        .unwrap();
+        Target::Live {
+            file: std::sync::Arc::new(file),
+            arg: "t".into(),
+        }
+    }
+
+    /// Issue 26 item 8: the probe measures the slowest answer and, where
+    /// the default budget (2.5 s an attempt, no retry-for) is too short for
+    /// it, says which [agent] lines to write; a fast service gets none.
+    #[test]
+    fn a_slow_service_gets_an_agent_budget_that_fits_it() {
+        let default = Timing::live();
+        let fast = patience(
+            Slowest {
+                answer_ms: 40,
+                timed_out: false,
+            },
+            &default,
+        );
+        assert_eq!(fast.len(), 1, "{fast:?}");
+        assert!(
+            fast[0].starts_with("slowest answer: 40ms (the agent waits 2s 500ms per attempt"),
+            "{fast:?}"
+        );
+        let slow = patience(
+            Slowest {
+                answer_ms: 1_800,
+                timed_out: false,
+            },
+            &default,
+        );
+        assert!(
+            slow[1].contains("[agent] timeout = \"4s\" and retry-for = \"16s\""),
+            "{slow:?}"
+        );
+        // Past the timeout: twice the timeout at least.
+        let hung = patience(
+            Slowest {
+                answer_ms: 300,
+                timed_out: true,
+            },
+            &default,
+        );
+        assert!(hung[0].contains("an attempt timed out waiting"), "{hung:?}");
+        assert!(
+            hung[1].contains("timeout = \"5s\" and retry-for = \"20s\""),
+            "{hung:?}"
+        );
+        // Bounded by what the target file accepts.
+        let endless = patience(
+            Slowest {
+                answer_ms: 90_000,
+                timed_out: true,
+            },
+            &default,
+        );
+        assert!(
+            endless[1].contains("timeout = \"60s\" and retry-for = \"240s\""),
+            "{endless:?}"
+        );
+    }
+
+    /// Issue 26 item 4: a first call refused with a 403 (a service that
+    /// checks scope and does not know the suite's tool) once got the hint
+    /// `[status] 403 = "applied"`, which turns every refusal into a pass.
+    #[test]
+    fn a_refused_call_is_never_hinted_as_a_success() {
+        for (step, status) in [(&STEPS[0], 403), (&STEPS[1], 404), (&STEPS[0], 422)] {
+            let mut hints = Vec::new();
+            hint(
+                step,
+                &answered(status, Outcome::Unknown),
+                &live(),
+                "send_reminder",
+                &mut hints,
+            );
+            let all = hints.join("\n");
+            assert!(
+                !all.contains("= \"applied\"") && !all.contains("= \"replayed\""),
+                "{all}"
+            );
+            assert!(
+                all.contains(&format!("[status] {status} = \"rejected\""))
+                    && all.contains("'send_reminder'")
+                    && all.contains("chaos list"),
+                "{all}"
+            );
+        }
+        // A 2xx the mapping misread still gets the line that reads it.
+        let mut hints = Vec::new();
+        hint(
+            &STEPS[0],
+            &answered(202, Outcome::Unknown),
+            &live(),
+            "send_reminder",
+            &mut hints,
+        );
+        assert!(
+            hints.join("\n").contains("[status] 202 = \"applied\""),
+            "{hints:?}"
+        );
+    }
 
     #[test]
     fn the_steps_scenarios_parse() {
@@ -378,11 +623,13 @@ mod tests {
                 step(Status::Fail),
                 step(Status::Pass),
             ],
+            patience: vec![],
         };
         assert_eq!(report.status(), Status::Fail);
         let report = ProbeReport {
             target: "t".into(),
             steps: vec![step(Status::Pass), step(Status::Unknown)],
+            patience: vec![],
         };
         assert_eq!(report.status(), Status::Unknown);
     }

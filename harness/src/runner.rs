@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 
 use rayon::prelude::*;
 
@@ -48,42 +48,55 @@ pub fn run(
             arg: target.arg().to_owned(),
         })
         .collect();
-    let fold = Fold::new(scenarios, columns, sweep, observer);
+    // Whether each pairing can run at all, decided once, before any trial,
+    // of its first seed's trial: a pairing the target cannot play is
+    // excluded (a line and a report entry), never a cell of `unknown`s.
+    let excluded: Vec<Option<String>> = scenarios
+        .iter()
+        .flat_map(|scenario| drivers.iter().map(move |driver| (scenario, driver)))
+        .map(|(scenario, driver)| {
+            driver
+                .admit(&driver.plan(scenario, sweep.seeds.first()))
+                .err()
+        })
+        .collect();
+    let fold = Fold::new(scenarios, columns, &excluded, sweep, observer);
 
     let per_cell = sweep.seeds.count();
     let trials = ((scenarios.len() * targets.len()) as u64).saturating_mul(per_cell);
-    let total = sweep
-        .partition
-        .map_or(trials, |shard| shard.share_of(trials));
-    observer.started(total);
-    let done = AtomicU64::new(0);
-
     // Position p is cell p / per_cell (scenario-major), seed p % per_cell.
     let cell_of = |position: u64| (position / per_cell) as usize;
     let mine = |position: &u64| {
         sweep
             .partition
             .is_none_or(|shard| shard.contains(*position))
+            && excluded[cell_of(*position)].is_none()
     };
+    let share = |cell: u64| {
+        let before = |cell: u64| {
+            let positions = cell.saturating_mul(per_cell);
+            sweep
+                .partition
+                .map_or(positions, |shard| shard.share_of(positions))
+        };
+        before(cell + 1) - before(cell)
+    };
+    let total = (0..excluded.len() as u64)
+        .filter(|cell| excluded[*cell as usize].is_none())
+        .map(share)
+        .sum();
+    observer.started(total);
+    let done = AtomicU64::new(0);
+
     let target_of = |position: u64| cell_of(position) % targets.len();
     let every_core =
         |position: &u64| drivers[target_of(*position)].concurrency() == Concurrency::EveryCore;
-    // Whether each cell can run at all, decided once, of its first seed's
-    // trial, by the first of its trials to get here.
-    let admitted: Vec<OnceLock<Result<(), String>>> = (0..scenarios.len() * targets.len())
-        .map(|_| OnceLock::new())
-        .collect();
     let trial = |position: u64| -> Option<(usize, Judged<'_>)> {
         let cell = cell_of(position);
         let scenario = &scenarios[cell / targets.len()];
         let driver = &drivers[cell % targets.len()];
         let seed = sweep.seeds.first().wrapping_add(position % per_cell);
-        let admission = admitted[cell]
-            .get_or_init(|| driver.admit(&driver.plan(scenario, sweep.seeds.first())));
-        let judged = match admission {
-            Ok(()) => trial::judge(driver.as_ref(), scenario, seed, cancel)?,
-            Err(reason) => trial::not_admitted(driver.as_ref(), scenario, seed, reason.clone()),
-        };
+        let judged = trial::judge(driver.as_ref(), scenario, seed, cancel)?;
         fold.add(cell, &judged);
         observer.progressed(done.fetch_add(1, Ordering::Relaxed) + 1);
         Some((cell, judged))

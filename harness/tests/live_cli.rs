@@ -122,7 +122,7 @@ fn a_target_that_never_gets_ready_or_exits_early_is_unknown_and_the_run_goes_on(
 }
 
 #[test]
-fn a_scenario_that_cannot_be_done_live_is_unknown_with_the_reason() {
+fn a_scenario_that_cannot_be_done_live_is_excluded_with_the_reason() {
     let dir = common::temp_dir("cannot");
     std::fs::write(
         dir.join("target.toml"),
@@ -141,18 +141,12 @@ fn a_scenario_that_cannot_be_done_live_is_unknown_with_the_reason() {
         out.to_str().unwrap(),
     ]);
     let (stdout, stderr) = common::text(&output);
+    // Nothing else ran: nothing was tested.
     assert_eq!(output.status.code(), Some(3), "{stdout}{stderr}");
     assert!(
-        stdout.contains("scenario 'expired-history-target' cannot be run live")
-            && stdout.contains("which the target cannot shorten"),
-        "{stdout}"
-    );
-    // The rerun command names the target file the way the user did.
-    assert!(
-        stdout.contains(&format!(
-            "rerun: chaos run scenarios/expired-history-target.toml --target {} --seed 1",
-            dir.join("target.toml").display()
-        )),
+        stdout.contains("excluded: expired-history-target x fixed-retention: scenario 'expired-history-target' cannot be run live")
+            && stdout.contains("which the target cannot shorten")
+            && stdout.contains("nothing was tested"),
         "{stdout}"
     );
 }
@@ -208,6 +202,13 @@ fn list_shows_target_files_and_their_names_work_with_target() {
             "{name} ({transport}) missing: {stdout}"
         );
     }
+    // The tools the suite calls, with their arguments (issue 26 item 4).
+    assert!(
+        stdout.contains("tools these scenarios call")
+            && stdout.contains("  send_reminder(amount_cents, invoice, message, recipient) in ")
+            && stdout.contains("  charge_card("),
+        "{stdout}"
+    );
     let out = common::temp_dir("by-name").join("out");
     let output = common::chaos(&[
         "run",
@@ -455,4 +456,88 @@ fn one_sigterm_ends_a_live_run_within_a_second_and_leaves_no_target() {
         Vec::<u32>::new(),
         "a target process survived SIGTERM"
     );
+}
+
+/// Issue 26 item 6: a pairing the target cannot play is decided once before
+/// running: one line for it (not one per seed), no cell and no row in the
+/// table, an entry in report.json's `excluded` and in summary.md; the table
+/// keeps what ran. A run whose every pairing was excluded tested nothing:
+/// exit 3.
+#[test]
+fn a_pairing_the_target_cannot_play_is_excluded_before_running_not_a_cell() {
+    let dir = common::temp_dir("excluded");
+    let target = dir.join("python.target.toml");
+    std::fs::write(
+        &target,
+        format!(
+            "name = \"python\"\ncommand = [\"python3\", \"server.py\"]\nworkdir = \"{}\"\n[retention]\nperiod = \"7days\"\nafter = \"new-operation\"\n",
+            common::repo_root()
+                .join("targets/python-replay-first")
+                .display()
+        ),
+    )
+    .unwrap();
+    // No [effects] query: a database scenario cannot be judged against it.
+    let (code, stdout, stderr, report) = common::run_live(
+        &dir,
+        &[
+            "scenarios/database/database-changed-payload.toml",
+            "scenarios/changed-payload.toml",
+        ],
+        &target,
+        "3",
+        &[],
+    );
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let line = "excluded: database-changed-payload x python: scenario 'database-changed-payload' cannot be run live: it claims one database mutation per operation";
+    assert_eq!(
+        stdout.matches(line).count(),
+        1,
+        "one line, not one per seed: {stdout}"
+    );
+    assert!(
+        !stdout.contains("│ database-changed-payload"),
+        "the table is for what ran: {stdout}"
+    );
+    assert!(stdout.contains("changed-payload"), "{stdout}");
+    let cells = report["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 1, "{report}");
+    assert_eq!(cells[0]["scenario"], "changed-payload");
+    assert_eq!(cells[0]["verdict"], "pass");
+    let excluded = report["excluded"].as_array().unwrap();
+    assert_eq!(excluded.len(), 1, "{report}");
+    assert_eq!(excluded[0]["scenario"], "database-changed-payload");
+    assert_eq!(excluded[0]["target"], "python");
+    assert!(
+        excluded[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("has no [effects] query"),
+        "{report}"
+    );
+    common::assert_valid_report(&report);
+    let markdown =
+        std::fs::read_to_string(dir.join("out-python.target").join("summary.md")).unwrap();
+    assert!(
+        markdown.contains("### Excluded before running")
+            && markdown.contains("- `database-changed-payload` × python: "),
+        "{markdown}"
+    );
+
+    // Nothing it can play: nothing tested, exit 3, and no process started.
+    let (code, stdout, stderr, report) = common::run_live(
+        &dir,
+        &["scenarios/database/database-changed-payload.toml"],
+        &target,
+        "3",
+        &[],
+    );
+    assert_eq!(code, Some(3), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("nothing was tested: every scenario was excluded for every target"),
+        "{stdout}"
+    );
+    assert!(!stderr.contains("process start"), "{stderr}");
+    assert!(report["cells"].as_array().unwrap().is_empty());
+    common::assert_valid_report(&report);
 }

@@ -70,6 +70,104 @@ fn one_process_serves_a_cells_trials_and_the_next_cells_unless_told_otherwise() 
     common::assert_valid_report(&reused_report);
 }
 
+/// Issue 26 item 3: a target whose lost provider calls are retried in the
+/// background after it answered (a stock SDK's habit) does that work during
+/// a later trial on a reused process. The effect is counted against the
+/// trial it belongs to, as a `late-effect` warning, and never as an
+/// `unattributed-effect` of the trial it arrived in (which every later cell
+/// showed before).
+#[test]
+fn work_that_outlives_its_trial_is_its_own_trials_late_effect_not_the_next_trials() {
+    let dir = common::temp_dir("late-work");
+    let target =
+        common::repo_root().join("targets/python-replay-first/background-retry.target.toml");
+    let scenarios = [
+        "scenarios/lost-response-keyed-reset.toml",
+        "scenarios/changed-payload.toml",
+    ];
+    let (code, stdout, stderr, report) = common::run_live(&dir, &scenarios, &target, "4", &[]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    // The late work really happened: the provider of a later trial saw it.
+    assert!(
+        stderr.contains("late effect(s) of an earlier trial arrived during a later one"),
+        "no late effect arrived, nothing was tested: {stderr}"
+    );
+    let cells = report["cells"].as_array().unwrap();
+    for cell in cells {
+        assert_eq!(cell["verdict"], "pass", "{cell}");
+        let checks = cell["checks"].as_array().unwrap();
+        assert!(
+            checks
+                .iter()
+                .all(|check| check["check"] != "unattributed-effect"),
+            "a late effect was judged the later trial's: {cell}"
+        );
+    }
+    let lost = &cells[0];
+    assert_eq!(lost["scenario"], "lost-response-keyed-reset");
+    let warning = (lost["warnings"].as_array().unwrap().iter())
+        .find(|warning| warning["check"] == "late-effect")
+        .unwrap_or_else(|| panic!("no late-effect warning on its own trial's cell: {lost}"));
+    let message = warning["message"].as_str().unwrap();
+    let seed = warning["first_seed"].as_u64().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "late effect of trial 'lost-response-keyed-reset' seed {seed}, arrived during trial '"
+        )) && message
+            .ends_with("the process kept working after answering; set fresh-process = true"),
+        "{message}"
+    );
+    assert!(
+        warning["rerun"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("--seed {seed}")),
+        "{warning}"
+    );
+    // Only the lost responses leave work behind: changed-payload has none.
+    assert!(
+        cells[1]["warnings"].as_array().unwrap().is_empty(),
+        "{}",
+        cells[1]
+    );
+    common::assert_valid_report(&report);
+}
+
+/// A process whose last trial still has a request open at the provider (an
+/// answer held past the trial that its SDK, patient for 80 s, still waits
+/// for) is replaced, not handed the next trial, and the end-of-run line says
+/// so; the example without that patience gave up on the answer within its
+/// trial, and its process serves the next one.
+#[test]
+fn a_process_still_waiting_on_the_provider_is_replaced_and_said_so() {
+    let dir = common::temp_dir("still-working");
+    let scenario = dir.join("answer-ten-seconds-late.toml");
+    std::fs::write(
+        &scenario,
+        "test = \"lost-response\"\ndescription = \"the provider commits and answers 10 s late\"\ninvariant = \"a late answer adds no effect\"\nboundary = \"accepted-request\"\n\n[provider]\nprofile = \"keyed\"\nretention = \"24h\"\n\n[[call]]\noperation = \"reminder\"\nattempts = 3\n\n[[fault]]\nkind = \"delay\"\nhop = \"provider-to-target\"\nnth = 1\nby = \"10s\"\n\n[expect]\neffects-per-operation = 1\n",
+    )
+    .unwrap();
+    let scenario = scenario.to_str().unwrap();
+    let patient =
+        common::repo_root().join("targets/python-replay-first/background-retry.target.toml");
+    let (code, stdout, stderr, _) = common::run_live(&dir, &[scenario], &patient, "2", &[]);
+    assert!(code.is_some(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("target 'python-background-retry': 2 trial(s) on 2 process start(s)")
+            && stderr.contains("; 2 process(es) not kept for a next trial: a request of their trial was still open at the provider"),
+        "{stderr}"
+    );
+
+    let impatient = python_target(&dir, "impatient", "");
+    let (code, stdout, stderr, _) = common::run_live(&dir, &[scenario], &impatient, "2", &[]);
+    assert!(code.is_some(), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("target 'impatient': 2 trial(s) on 1 process start(s)")
+            && !stderr.contains("not kept"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_scenario_that_kills_the_target_gets_a_process_of_its_own() {
     let dir = common::temp_dir("reuse-crash");

@@ -195,9 +195,11 @@ fn a_scenario_whose_provider_is_not_blind_is_not_run_against_smtp() {
         &target(CORRECT),
         1,
     );
-    let cell = cell(&keyed, "lost-response-keyed");
-    assert_eq!(cell.verdict, Status::Unknown, "{}", verdicts(&keyed));
-    let reason = cell.reason.as_deref().unwrap_or("");
+    // Excluded before running: no cell, one entry with the reason.
+    assert!(keyed.cells.is_empty(), "{}", verdicts(&keyed));
+    assert_eq!(keyed.excluded.len(), 1);
+    assert_eq!(keyed.excluded[0].scenario, "lost-response-keyed");
+    let reason = &keyed.excluded[0].reason;
     assert!(
         reason.contains("cannot be run live") && reason.contains("profile = \"blind\""),
         "{reason}"

@@ -138,13 +138,21 @@ fn charges_once_and_twice_where_documented(
         "worker-restart x {weak}: {reason}\n{stdout}"
     );
     assert!(reason.contains("duplicate-effect"), "{reason}");
-    // A blind provider is not Stripe: not run, saying why.
+    // A blind provider is not Stripe: excluded before running, saying why.
     for target in [correct, weak] {
-        let (verdict, _, reason) = cell("lost-response-blind", target);
-        assert_eq!(verdict, "unknown", "{reason}");
+        let excluded = (report["excluded"].as_array().unwrap().iter())
+            .find(|excluded| {
+                excluded["scenario"] == "lost-response-blind" && excluded["target"] == target
+            })
+            .unwrap_or_else(|| panic!("lost-response-blind x {target} not excluded: {report}"));
+        let reason = excluded["reason"].as_str().unwrap();
         assert!(
             reason.contains("Stripe-shaped provider") && reason.contains("'blind'"),
             "{reason}"
+        );
+        assert!(
+            stdout.contains(&format!("excluded: lost-response-blind x {target}: ")),
+            "{stdout}"
         );
     }
 }

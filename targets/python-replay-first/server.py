@@ -78,6 +78,16 @@ CONTROLS = os.environ.get("CONTROLS", "")
 # service keeps its API keys, instead of asking the authority
 # (own-callers.target.toml: chaos writes grants and revocations there).
 CALLERS = os.environ.get("CALLERS", "authority")
+# A provider SDK's habit (background-retry.target.toml): a provider call that
+# got no answer is sent again by a background retry this many milliseconds
+# later, whatever the caller was answered meanwhile, the way the stock Stripe
+# SDK's timeout and retries go on after the service has answered. Work that
+# outlives its call.
+BACKGROUND_RETRY_MS = env_ms("BACKGROUND_RETRY_MS")
+# How long a provider call waits for its answer, the SDK's own patience
+# (the stock Stripe SDK's is 80 s), when it is not the upstream timeout chaos
+# gives: such a call can still be waiting when its trial is over.
+SDK_TIMEOUT = (env_ms("SDK_TIMEOUT_MS") or UPSTREAM_TIMEOUT * 1000) / 1000.0
 LAB_TOOLS = ("read_invoice", "export_invoices", "send_reminder")
 
 
@@ -171,13 +181,13 @@ RECORDS = Records(STATE_FILE)
 
 # ---- the provider and the authority ----------------------------------------
 
-def call(method, url, body=None, headers=None):
+def call(method, url, body=None, headers=None, timeout=UPSTREAM_TIMEOUT):
     """One upstream call. Returns (status, headers, body), or None when no
     answer came back (timeout, reset, refused): the call may or may not have
     been acted on."""
     request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
     try:
-        with urllib.request.urlopen(request, timeout=UPSTREAM_TIMEOUT) as response:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, dict(response.headers), response.read()
     except urllib.error.HTTPError as error:
         return error.code, dict(error.headers), error.read()
@@ -264,11 +274,17 @@ def lab_refusal(tool, grant, arguments):
 def dispatch(tool, record):
     """POST the effect under the record's downstream key.
     Returns ("succeeded", receipt, replayed) | ("rejected", reason) | ("unknown",)."""
-    answer = call("POST", f"{PROVIDER_URL}/effects/{tool}",
-                  body=record["payload"].encode("utf-8"),
-                  headers={"Idempotency-Key": record["downstream_key"],
-                           "Content-Type": "application/json"})
+    send = lambda: call("POST", f"{PROVIDER_URL}/effects/{tool}",
+                        body=record["payload"].encode("utf-8"),
+                        headers={"Idempotency-Key": record["downstream_key"],
+                                 "Content-Type": "application/json"},
+                        timeout=SDK_TIMEOUT)
+    answer = send()
     if answer is None:
+        if BACKGROUND_RETRY_MS is not None:
+            retry = threading.Timer(BACKGROUND_RETRY_MS / 1000.0, send)
+            retry.daemon = True
+            retry.start()
         return ("unknown",)
     status, headers, body = answer
     if 200 <= status < 300:

@@ -41,6 +41,7 @@ impl Check {
             Check::FaultNeverActed => include_str!("pages/fault-never-acted.md"),
             Check::RunIncomplete => include_str!("pages/run-incomplete.md"),
             Check::RaceAbsorbedByProvider => include_str!("pages/race-absorbed-by-provider.md"),
+            Check::LateEffect => include_str!("pages/late-effect.md"),
         }
     }
 

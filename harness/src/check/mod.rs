@@ -152,12 +152,17 @@ pub enum Check {
     /// A warning: concurrent attempts reached a keyed provider and its
     /// idempotency store, not the layer, kept them to one effect.
     RaceAbsorbedByProvider,
+    /// A warning, live: an effect of this trial's operation reached the
+    /// provider during a later trial on the same process (the process kept
+    /// working after answering). Counted here, never as the later trial's
+    /// `unattributed-effect`.
+    LateEffect,
 }
 
 impl Check {
     /// Every check with its name, most specific first: the one table names
     /// come from (reports, the schema's enum, the README).
-    pub const ALL: [(Check, &'static str); 27] = [
+    pub const ALL: [(Check, &'static str); 28] = [
         (Check::WrongDecision, "wrong-decision"),
         (Check::Disclosure, "disclosure"),
         (
@@ -191,12 +196,13 @@ impl Check {
         (Check::FaultNeverActed, "fault-never-acted"),
         (Check::RunIncomplete, "run-incomplete"),
         (Check::RaceAbsorbedByProvider, "race-absorbed-by-provider"),
+        (Check::LateEffect, "late-effect"),
     ];
 
     /// A warning: shown under a cell that still passes, failing only under
     /// `--deny warnings`.
     pub fn is_warning(self) -> bool {
-        matches!(self, Check::RaceAbsorbedByProvider)
+        matches!(self, Check::RaceAbsorbedByProvider | Check::LateEffect)
     }
 
     /// How serious a finding of this check is to the people charged or
@@ -230,7 +236,7 @@ impl Check {
             | Check::UnexpectedOutcome => 2,
             Check::Stuck => 3,
             Check::RunIncomplete | Check::FaultNeverActed => 4,
-            Check::RaceAbsorbedByProvider => 5,
+            Check::RaceAbsorbedByProvider | Check::LateEffect => 5,
         }
     }
 

@@ -61,7 +61,7 @@ pub(super) fn list(args: ListArgs) -> Result<Exit, Error> {
         .scenarios
         .clone()
         .unwrap_or_else(|| PathBuf::from("scenarios"));
-    let loaded: Vec<Result<Scenario, crate::FileError>> = if args.scenarios.is_none()
+    let parsed: Vec<Result<Scenario, crate::FileError>> = if args.scenarios.is_none()
         && !folder.is_dir()
     {
         outln!("scenarios built into chaos (run with no paths; `chaos scenarios export DIR` writes them out):");
@@ -74,16 +74,26 @@ pub(super) fn list(args: ListArgs) -> Result<Exit, Error> {
         outln!("scenarios in {}:", folder.display());
         paths.iter().map(|path| Scenario::load(path)).collect()
     };
-    for loaded in loaded {
-        match loaded {
-            Ok(scenario) => outln!(
-                "  {:<32} {:<20} {}",
-                scenario.name,
-                scenario.test.as_str(),
-                scenario.description.lines().next().unwrap_or("")
-            ),
+    let mut loaded = Vec::new();
+    for parsed in parsed {
+        match parsed {
+            Ok(scenario) => {
+                outln!(
+                    "  {:<32} {:<20} {}",
+                    scenario.name,
+                    scenario.test.as_str(),
+                    scenario.description.lines().next().unwrap_or("")
+                );
+                loaded.push(scenario);
+            }
             Err(error) => broken.push(error),
         }
+    }
+    // A service that checks its caller's scope refuses a tool it does not
+    // know: what these scenarios call is what it must accept.
+    outln!("tools these scenarios call (a service must accept each, with these arguments):");
+    for (name, tool) in crate::suite_tools::called(&loaded) {
+        outln!("  {}", tool.line(&name));
     }
     // What a target file can choose, each with its docs line: the
     // registries' own, so this list cannot fall behind them.

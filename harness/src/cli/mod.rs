@@ -327,10 +327,15 @@ fn present(summary: &Summary, reports: &ReportArgs) -> Result<Exit, Error> {
     }
 
     let failures = table::render_failures(summary);
+    let excluded = table::render_excluded(summary);
     match reports.format {
         Stdout::Table => {
             let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            outln!("{}", table::render(summary, color));
+            // What was not run, then the table of what was.
+            out!("{excluded}");
+            if !summary.nothing_tested() {
+                outln!("{}", table::render(summary, color));
+            }
             for matrix in report::decisions::Matrix::all(summary) {
                 out!("{}", matrix.render_text());
             }
@@ -342,11 +347,11 @@ fn present(summary: &Summary, reports: &ReportArgs) -> Result<Exit, Error> {
         }
         Stdout::Json => {
             outln!("{}", json::render(summary));
-            err!("{failures}");
+            err!("{excluded}{failures}");
         }
         Stdout::Markdown => {
             out!("{}", markdown::render(summary));
-            err!("{failures}");
+            err!("{excluded}{failures}");
         }
     }
     let html = (written.iter()).find(|path| path.extension().is_some_and(|ext| ext == "html"));

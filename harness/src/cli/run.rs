@@ -139,7 +139,7 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
     let summary = summary
         .filter(|_| signal::begin_writing())
         .ok_or_else(|| Error::Interrupted(signal::received().unwrap_or("signal")))?;
-    if summary.cells.is_empty() {
+    if summary.cells.is_empty() && summary.excluded.is_empty() {
         errln!(
             "warning: shard {} holds no trials: there are fewer trials than shards",
             args.partition.map(|p| p.to_string()).unwrap_or_default()

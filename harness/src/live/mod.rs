@@ -8,9 +8,13 @@
 //! A process serves the trials it may, one after another (fresh identities
 //! keep them apart): each thread that runs trials keeps a [`Slot`], the
 //! ports the process was told and the process itself, until a trial's
-//! environment differs, its scenario kills the target, or the target file
-//! asks for `fresh-process`; each trial still gets its own runtime, so
-//! whatever it started (held answers, connections) ends with it.
+//! environment differs, its scenario kills the target, a request of its
+//! trial is still open at the provider (the process is still working on
+//! it), or the target file asks for `fresh-process`; each trial still gets
+//! its own runtime, so whatever it started (held answers, connections) ends
+//! with it. A request that carries the subject of a trial the process served
+//! before is that trial's late work: its provider records it apart
+//! (`Ledger::late`), and the report counts it against that trial.
 //!
 //! A trial goes along the simulator's seams, one file each: whether the
 //! cell can run live at all, decided once before any process starts
@@ -226,13 +230,17 @@ impl Driver for LiveDriver<'_> {
             // trials is judged differently with and without it.
             let _ = writeln!(
                 std::io::stderr(),
-                "chaos: target '{}': {trials} trial(s) on {processes} process start(s){}",
+                "chaos: target '{}': {trials} trial(s) on {processes} process start(s){}{}",
                 self.file.name,
                 if self.file.fresh_process {
                     " (fresh-process = true: one per trial, and each restart)"
                 } else {
-                    " (a process serves the next trial unless its scenario kills it; fresh-process = true starts one per trial)"
-                }
+                    " (a process serves the next trial unless its scenario kills it or it is still working; fresh-process = true starts one per trial)"
+                },
+                reuse_notes(
+                    self.starts.replaced.load(Ordering::Relaxed),
+                    self.starts.late.load(Ordering::Relaxed)
+                ),
             );
         }
     }
@@ -246,6 +254,11 @@ struct Starts {
     trials: AtomicU64,
     /// Every start that got ready, restarts after a crash included.
     processes: AtomicU64,
+    /// Processes that could have served the next trial but were replaced:
+    /// a request of their last trial was still open at the provider.
+    replaced: AtomicU64,
+    /// Effects of an earlier trial that reached a later one's provider.
+    late: AtomicU64,
 }
 
 impl Starts {
@@ -253,6 +266,24 @@ impl Starts {
         self.ready.store(true, Ordering::Relaxed);
         self.processes.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// What the end-of-run line adds when reuse met a process still working
+/// after its trial: how many were replaced, and how many late effects were
+/// told apart (each a `late-effect` warning of its own trial).
+fn reuse_notes(replaced: u64, late: u64) -> String {
+    let mut notes = String::new();
+    if replaced > 0 {
+        notes.push_str(&format!(
+            "; {replaced} process(es) not kept for a next trial: a request of their trial was still open at the provider (the process kept working after answering)"
+        ));
+    }
+    if late > 0 {
+        notes.push_str(&format!(
+            "; {late} late effect(s) of an earlier trial arrived during a later one and were attributed to their own trial (late-effect warnings); set fresh-process = true to start a process per trial"
+        ));
+    }
+    notes
 }
 
 /// What chaos runs that were SIGKILLed left behind (their state folders, and

@@ -4,7 +4,7 @@
 //! ([`super::admit`]); a trial here only fails to run for reasons of its own
 //! (the target never got ready, died, hung).
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +26,7 @@ use super::error::{Error, Result};
 use super::launch::{Launch, TargetProcess};
 use super::net::{self, GatedNetwork};
 use super::schedule::{self, LiveTime};
-use super::slot::{reusable, Running, Slot};
+use super::slot::{reusable, served_with, Running, Served, Slot};
 use super::start::{exposure, healthy, launch, start, Addrs};
 use super::watch::{run_limit, Watch, Watched};
 use super::Starts;
@@ -70,6 +70,15 @@ async fn drive(
         scenario: scenario.name.clone(),
         why,
     })?;
+    // What the kept process served before: if it serves this trial too,
+    // their late requests are told apart from this trial's. A subject this
+    // trial names too (a lab fixture's fixed record) is this trial's.
+    let mut earlier = (slot.running.as_ref())
+        .map(|running| running.served.clone())
+        .unwrap_or_default();
+    for operation in &trial.operations {
+        earlier.remove(&operation.subject);
+    }
     let timeline: Arc<dyn Timeline> = Arc::new(RealTimeline::start());
     // The same instant on the wall clock, to place rows the database stamped.
     let wall_start = std::time::SystemTime::now();
@@ -83,6 +92,7 @@ async fn drive(
                 provider_retention: time.provider_retention,
                 clock_waits: time.clock_waits.clone(),
                 approval_expiries: &time.approval_expiries,
+                earlier,
             }),
         },
     );
@@ -91,7 +101,7 @@ async fn drive(
     // them), for this trial only: until `stop` is dropped.
     let (stop, stopped) = watch::channel(());
     let addrs = serve_harness(trial, target, &cast, slot, stopped)?;
-    let Some((launch, mut process, process_dir)) =
+    let Some((launch, mut process, process_dir, served)) =
         start_or_reuse(trial, target, &time, &addrs, slot, cancel, starts).await?
     else {
         return Ok(None);
@@ -130,17 +140,29 @@ async fn drive(
         return Ok(None);
     };
     let error = settle(trial, target, &cast, &mut process, error)?;
+    // Asked before the provider stops: a request still open there is this
+    // trial's work going on after its answer (a held answer its SDK still
+    // waits for, then retries), which would reach the next trial.
+    let still_working = cast.provider.open_requests() > 0;
     drop(stop);
-    if error.is_none() && reusable(trial, target) && process.exited().is_none() {
+    let keepable = error.is_none() && reusable(trial, target) && process.exited().is_none();
+    if keepable && !still_working {
         slot.running = Some(Running {
             process,
             launch,
             dir: process_dir,
+            served: served_with(served, trial),
         });
     } else {
+        if keepable {
+            starts.replaced.fetch_add(1, Ordering::Relaxed);
+        }
         process.kill();
     }
     let mut output = cast.finish(timeline.now(), error.map(|error| error.to_string()));
+    starts
+        .late
+        .fetch_add(output.ledger.late.len() as u64, Ordering::Relaxed);
     collect_rows(trial, target, rows, &mut output, wall_start).await;
     Ok(Some((output, time.target_retention)))
 }
@@ -186,7 +208,8 @@ fn serve_harness(
 
 /// A process kept from an earlier trial serves this one if it was started
 /// with the same environment, is still up, and nothing in this scenario
-/// kills it; otherwise this trial starts its own. `None` when cancelled.
+/// kills it; otherwise this trial starts its own. `None` when cancelled;
+/// with the process, the trials it served before (none when new).
 async fn start_or_reuse(
     trial: &Trial<'_>,
     target: &TargetFile,
@@ -195,12 +218,17 @@ async fn start_or_reuse(
     slot: &mut Slot,
     cancel: &AtomicBool,
     starts: &Starts,
-) -> Result<Option<(Launch, TargetProcess, std::path::PathBuf)>> {
+) -> Result<Option<(Launch, TargetProcess, std::path::PathBuf, Served)>> {
     if let Some(mut running) = slot.running.take().filter(|_| reusable(trial, target)) {
         let wanted = launch(target, trial, time, &running.dir, addrs);
         let same = wanted.env == running.launch.env && running.process.exited().is_none();
         if same && healthy(&addrs.target).await {
-            return Ok(Some((running.launch, running.process, running.dir)));
+            return Ok(Some((
+                running.launch,
+                running.process,
+                running.dir,
+                running.served,
+            )));
         }
         running.process.kill();
     }
@@ -211,7 +239,7 @@ async fn start_or_reuse(
     };
     starts.got_ready();
     exposure(target, &addrs.target)?;
-    Ok(Some((launch, process, process_dir)))
+    Ok(Some((launch, process, process_dir, Served::new())))
 }
 
 /// A target that keeps its own callers learns of this trial's tokens before

@@ -2,10 +2,12 @@
 //! listening ports, the target's port, and the target process while the
 //! trials it serves allow.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::fault::Live;
+use crate::history::EarlierTrial;
 use crate::plan::Trial;
 use crate::target_file::TargetFile;
 
@@ -30,6 +32,26 @@ pub(super) struct Running {
     pub process: TargetProcess,
     pub launch: Launch,
     pub dir: PathBuf,
+    /// The subjects of every trial it served: a request carrying one, in a
+    /// later trial, is that trial's work done late.
+    pub served: Served,
+}
+
+/// Subject -> the trial whose operation it names.
+pub(super) type Served = BTreeMap<String, EarlierTrial>;
+
+/// `served` with `trial`'s subjects added.
+pub(super) fn served_with(mut served: Served, trial: &Trial<'_>) -> Served {
+    for operation in &trial.operations {
+        served.insert(
+            operation.subject.clone(),
+            EarlierTrial {
+                scenario: trial.scenario.name.clone(),
+                seed: trial.seed,
+            },
+        );
+    }
+    served
 }
 
 impl Slot {

@@ -568,6 +568,7 @@ attempts = 2
                     provider_retention: Some(retention),
                     clock_waits: BTreeMap::new(),
                     approval_expiries: &[],
+                    earlier: BTreeMap::new(),
                 }),
             },
         )

@@ -12,8 +12,8 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::{verdict_label, CellSummary, SeedFailure, Summary, TargetMeta};
-use crate::check::Status;
+use super::{verdict_label, CellSummary, CellWarning, Exclusion, SeedFailure, Summary, TargetMeta};
+use crate::check::{Check, Status};
 use crate::progress::{CellDone, Observer};
 use crate::scenario::Scenario;
 use crate::sweep::{rerun_command, Sweep};
@@ -43,6 +43,9 @@ pub(crate) struct Fold<'a> {
 
 struct Cell {
     summary: CellSummary,
+    /// Why the pairing was excluded before running, if it was: no trial of
+    /// it runs, and it is reported as an exclusion, not a cell.
+    excluded: Option<String>,
     /// Trials folded in, whether they ran or not.
     folded: u64,
     /// How many trials of the cell this run (this shard) holds.
@@ -53,9 +56,12 @@ struct Cell {
 }
 
 impl<'a> Fold<'a> {
+    /// `excluded`, per cell (scenario-major): why the pairing is not run,
+    /// for those decided so before running.
     pub(crate) fn new(
         scenarios: &'a [Scenario],
         columns: Vec<Column>,
+        excluded: &[Option<String>],
         sweep: Sweep,
         observer: &'a dyn Observer,
     ) -> Fold<'a> {
@@ -72,6 +78,7 @@ impl<'a> Fold<'a> {
             .flat_map(|scenario| columns.iter().map(move |column| (scenario, column)))
             .enumerate()
             .map(|(index, (scenario, column))| {
+                let reason = excluded.get(index).cloned().flatten();
                 let index = index as u64;
                 Mutex::new(Cell {
                     summary: CellSummary::new(
@@ -79,8 +86,12 @@ impl<'a> Fold<'a> {
                         &column.meta.name,
                         most_effects_allowed(scenario),
                     ),
+                    expected: match reason {
+                        Some(_) => 0,
+                        None => before(index + 1) - before(index),
+                    },
+                    excluded: reason,
                     folded: 0,
-                    expected: before(index + 1) - before(index),
                     elapsed: Duration::ZERO,
                     done: false,
                 })
@@ -100,6 +111,7 @@ impl<'a> Fold<'a> {
 
     /// Folds one judged trial into cell `cell`; safe from any thread.
     pub(crate) fn add(&self, cell: usize, judged: &Judged<'_>) {
+        self.late_effects(cell, judged);
         let first_seed = self.sweep.seeds.first();
         let limit = self.sweep.failures_kept;
         let seed = judged.trial.seed;
@@ -166,16 +178,83 @@ impl<'a> Fold<'a> {
         });
     }
 
+    /// The effects of earlier trials that reached `judged`'s provider (a
+    /// reused process kept working after answering them): each is a
+    /// `late-effect` warning of the trial it belongs to, in that trial's
+    /// cell of the same target, never a finding of the trial it arrived in.
+    fn late_effects(&self, cell: usize, judged: &Judged<'_>) {
+        let Some(run) = &judged.run else {
+            return;
+        };
+        let column = cell % self.columns.len();
+        let first_seed = self.sweep.seeds.first();
+        let arrived = (judged.trial.scenario.name.as_str(), judged.trial.seed);
+        let mut trials: Vec<&crate::history::EarlierTrial> = Vec::new();
+        for late in &run.ledger.late {
+            if !trials.contains(&&late.of) {
+                trials.push(&late.of);
+            }
+        }
+        for of in trials {
+            let Some(index) =
+                (self.scenarios.iter()).position(|scenario| scenario.name == of.scenario)
+            else {
+                continue;
+            };
+            let effects: Vec<String> = (run.ledger.late.iter())
+                .filter(|late| late.of == *of)
+                .map(|late| {
+                    format!(
+                        "{} {} for {} at {} ms",
+                        late.tool, late.receipt, late.subject, late.at
+                    )
+                })
+                .collect();
+            let warning = CellWarning {
+                check: Check::LateEffect,
+                seeds: 1,
+                first_seed: of.seed,
+                message: format!(
+                    "late effect of trial '{}' seed {}, arrived during trial '{}' seed {} ({}): the process kept working after answering; set fresh-process = true",
+                    of.scenario,
+                    of.seed,
+                    arrived.0,
+                    arrived.1,
+                    effects.join(", ")
+                ),
+                rerun: rerun_command(
+                    &self.scenarios[index].path.display().to_string(),
+                    &self.columns[column].arg,
+                    of.seed,
+                ),
+            };
+            let target = index * self.columns.len() + column;
+            let mut state = lock(&self.cells[target]);
+            CellWarning::absorb(&mut state.summary.warnings, warning, first_seed);
+        }
+    }
+
     /// The summary of every trial folded in.
     pub(crate) fn finish(self) -> Summary {
         let sharded = self.sweep.partition.is_some();
+        let mut excluded = Vec::new();
         let cells = self
             .cells
             .into_iter()
             .map(|cell| {
-                (cell.into_inner())
+                cell.into_inner()
                     .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .summary
+            })
+            .filter_map(|cell| match cell.excluded {
+                Some(reason) => {
+                    excluded.push(Exclusion {
+                        scenario: cell.summary.scenario,
+                        target: cell.summary.target,
+                        reason,
+                    });
+                    None
+                }
+                None => Some(cell.summary),
             })
             // A shard reports only the cells it tried; a whole run reports them all.
             .filter(|cell| !sharded || cell.seeds_run > 0 || cell.not_run.is_some())
@@ -186,6 +265,7 @@ impl<'a> Fold<'a> {
             .collect();
         let metas = self.columns.into_iter().map(|column| column.meta).collect();
         let mut summary = Summary::for_targets(self.scenarios, metas, self.sweep.seeds, cells);
+        summary.excluded = excluded;
         summary.partition = self.sweep.partition;
         summary.payloads = self.sweep.payloads;
         summary.failures_kept_per_cell = self.sweep.failures_kept;

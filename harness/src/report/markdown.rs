@@ -13,7 +13,12 @@ use crate::check::Status;
 pub fn render(summary: &Summary) -> String {
     let mut out = String::new();
     let totals = summary.totals();
-    let headline = if totals.failed > 0 {
+    let headline = if summary.nothing_tested() {
+        format!(
+            "⚠️ nothing was tested: all {} pairing(s) excluded before running",
+            summary.excluded.len()
+        )
+    } else if totals.failed > 0 {
         format!("❌ {} of {} cells failed", totals.failed, totals.cells)
     } else if totals.unknown > 0 {
         format!(
@@ -38,6 +43,10 @@ pub fn render(summary: &Summary) -> String {
         }
     );
 
+    if summary.nothing_tested() {
+        out.push_str(&render_exclusions(summary));
+        return out;
+    }
     out.push_str("| scenario |");
     for target in &summary.targets {
         let _ = write!(out, " {} |", escape(&target.name));
@@ -47,18 +56,22 @@ pub fn render(summary: &Summary) -> String {
         out.push_str("---|");
     }
     out.push('\n');
-    for scenario in &summary.scenarios {
+    for scenario in super::table::rows(summary) {
         let _ = write!(out, "| {} |", escape(&scenario.name));
         for target in &summary.targets {
             match summary.cell(&scenario.name, &target.name) {
                 Some(cell) => {
                     let _ = write!(out, " {} |", cell_text(cell));
                 }
+                None if summary.exclusion(&scenario.name, &target.name).is_some() => {
+                    out.push_str(" excluded |")
+                }
                 None => out.push_str(" – |"),
             }
         }
         out.push('\n');
     }
+    out.push_str(&render_exclusions(summary));
     out.push_str(
         "\nEach cell: the verdict, `effects X/Y` (the most side effects any one operation had / the most allowed: `2/1` is a customer charged twice; `×3` the most effects one intent had for each it was allowed), and seeds that did not pass / seeds run; `not run` when no trial of the cell could run.\n",
     );
@@ -218,6 +231,27 @@ fn cell_text(cell: &CellSummary) -> String {
         verdict_label(cell),
         escape(&cell.observed().join(" · "))
     )
+}
+
+/// The pairings excluded before running, each with why; empty when none.
+fn render_exclusions(summary: &Summary) -> String {
+    let mut out = String::new();
+    if summary.excluded.is_empty() {
+        return out;
+    }
+    out.push_str(
+        "\n### Excluded before running\n\nPairings the target cannot play, decided once each before any trial (no cell, no verdict):\n\n",
+    );
+    for excluded in &summary.excluded {
+        let _ = writeln!(
+            out,
+            "- `{}` × {}: {}",
+            excluded.scenario,
+            escape(&excluded.target),
+            escape(&excluded.reason)
+        );
+    }
+    out
 }
 
 /// Keeps text from breaking the table or turning into markup.

@@ -73,8 +73,33 @@ pub struct Summary {
     pub scenarios: Vec<ScenarioMeta>,
     pub targets: Vec<TargetMeta>,
     /// One per (scenario, target), scenario-major, in the order given. A shard
-    /// holds only the cells it ran at least one trial of.
+    /// holds only the cells it ran at least one trial of. A pairing
+    /// excluded before running has no cell: it is in `excluded`.
     pub cells: Vec<CellSummary>,
+    /// The (scenario, target) pairings not run because the target cannot
+    /// play the scenario (its provider API, its way in, where it counts its
+    /// effects), decided once per pairing before any trial, with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub excluded: Vec<Exclusion>,
+}
+
+/// A pairing excluded before running: every seed would say the same, so it
+/// is one line, not a cell of `unknown`s.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exclusion {
+    pub scenario: String,
+    pub target: String,
+    pub reason: String,
+}
+
+impl Exclusion {
+    /// `excluded: changed-payload x t: <why>`, one line.
+    pub fn line(&self) -> String {
+        format!(
+            "excluded: {} x {}: {}",
+            self.scenario, self.target, self.reason
+        )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -556,6 +581,7 @@ impl Summary {
                 .collect(),
             targets,
             cells,
+            excluded: Vec::new(),
         }
     }
 
@@ -567,8 +593,13 @@ impl Summary {
         }
     }
 
-    /// The exit code this summary calls for: a failure dominates an undecided cell.
+    /// The exit code this summary calls for: a failure dominates an undecided
+    /// cell; a run whose every pairing was excluded tested nothing, which is
+    /// no success (3).
     pub fn exit(&self) -> Exit {
+        if self.nothing_tested() {
+            return Exit::Unknown;
+        }
         if self.cells.iter().any(|cell| cell.verdict == Status::Fail) {
             Exit::InvariantViolated
         } else if self
@@ -580,6 +611,17 @@ impl Summary {
         } else {
             Exit::Success
         }
+    }
+
+    /// Whether every pairing of the run was excluded before running.
+    pub fn nothing_tested(&self) -> bool {
+        self.cells.is_empty() && !self.excluded.is_empty()
+    }
+
+    /// Why `scenario` was not run against `target`, if it was excluded.
+    pub fn exclusion(&self, scenario: &str, target: &str) -> Option<&Exclusion> {
+        (self.excluded.iter())
+            .find(|excluded| excluded.scenario == scenario && excluded.target == target)
     }
 
     pub fn scenario(&self, name: &str) -> Option<&ScenarioMeta> {

@@ -31,17 +31,43 @@ pub fn render(summary: &Summary, color: bool) -> String {
     header.extend(summary.targets.iter().map(|target| Cell::new(&target.name)));
     table.set_header(header);
 
-    for scenario in &summary.scenarios {
+    for scenario in rows(summary) {
         let mut row = vec![Cell::new(&scenario.name)];
         for target in &summary.targets {
             row.push(match summary.cell(&scenario.name, &target.name) {
                 Some(cell) => render_cell(cell, color),
+                None if summary.exclusion(&scenario.name, &target.name).is_some() => {
+                    Cell::new("excluded")
+                }
                 None => Cell::new("-"),
             });
         }
         table.add_row(row);
     }
     table.to_string()
+}
+
+/// The scenarios the matrix has a row for: every one but those excluded
+/// against every target (the table is for what ran).
+pub(crate) fn rows(summary: &Summary) -> impl Iterator<Item = &super::ScenarioMeta> {
+    summary.scenarios.iter().filter(|scenario| {
+        !(summary.targets.iter())
+            .all(|target| summary.exclusion(&scenario.name, &target.name).is_some())
+    })
+}
+
+/// One line per pairing excluded before running, and why; what to say when
+/// that was every pairing.
+pub fn render_excluded(summary: &Summary) -> String {
+    let mut out = String::new();
+    for excluded in &summary.excluded {
+        out.push_str(&excluded.line());
+        out.push('\n');
+    }
+    if summary.nothing_tested() {
+        out.push_str("nothing was tested: every scenario was excluded for every target (above); run scenarios the target's provider API can play (docs/live-mode.md lists them)\n");
+    }
+    out
 }
 
 fn render_cell(cell: &CellSummary, color: bool) -> Cell {

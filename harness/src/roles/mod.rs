@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use chaos_kit::clock::Clock;
 
-use crate::history::{Attempt, History, Ms, RunOutput};
+use crate::history::{Attempt, EarlierTrial, History, Ms, RunOutput};
 use crate::plan::Trial;
 use crate::provider_api::ProviderApi;
 use crate::way_in::WayIn;
@@ -57,6 +57,9 @@ pub(crate) struct LiveTimes<'a> {
     pub clock_waits: BTreeMap<usize, ClockWait>,
     /// How long each fixture approval holds, in the fixture's order.
     pub approval_expiries: &'a [Option<Duration>],
+    /// The subjects of the trials the target's process served before this
+    /// one: their requests are their trials' late work.
+    pub earlier: BTreeMap<String, EarlierTrial>,
 }
 
 /// The harness's side of one trial: the authority (with the agent's token
@@ -80,13 +83,19 @@ impl Cast {
             api,
             live,
         } = setting;
-        let (provider_retention, clock_waits, approval_expiries) = match live {
+        let (provider_retention, clock_waits, approval_expiries, earlier) = match live {
             Some(live) => (
                 live.provider_retention,
                 live.clock_waits,
                 Some(live.approval_expiries),
+                live.earlier,
             ),
-            None => (trial.scenario.provider.retention, BTreeMap::new(), None),
+            None => (
+                trial.scenario.provider.retention,
+                BTreeMap::new(),
+                None,
+                BTreeMap::new(),
+            ),
         };
         let scenario = trial.scenario;
         let authority = Arc::new(Authority::new(timeline.clone()));
@@ -144,6 +153,7 @@ impl Cast {
                     .map(|fixture| fixture.records.clone())
                     .unwrap_or_default(),
                 api,
+                earlier,
             },
             clock.clone(),
             timeline.clone(),

@@ -18,6 +18,7 @@
 //! came in by the API's unit, which sees this core only as a [`Desk`].
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,7 +28,9 @@ use chaos_kit::http::{Abort, Request, Response};
 use chaos_kit::protocol::{LookupCapability, ProviderProfile, Receipt};
 
 use crate::fault::{Action, LossMode};
-use crate::history::{Dispatch, Disposition, Effect, Ledger, LookupRecord};
+use crate::history::{
+    Dispatch, Disposition, EarlierTrial, Effect, LateEffect, Ledger, LookupRecord,
+};
 use crate::provider_api::{Answer, Answering, Desk, Incoming, ProviderApi, Resource};
 use crate::roles::clock::Timeline;
 use crate::roles::nemesis::Nemesis;
@@ -51,6 +54,10 @@ pub(crate) struct ProviderConfig {
     pub records: BTreeMap<String, String>,
     /// The API it speaks: chaos's own, or Stripe's.
     pub api: ProviderApi,
+    /// Live, on a reused process: the subjects of the trials it served
+    /// before this one. A request carrying one is that trial's work, done
+    /// late: recorded apart ([`Ledger::late`]), never this trial's dispatch.
+    pub earlier: BTreeMap<String, EarlierTrial>,
 }
 
 pub(crate) struct Provider {
@@ -59,6 +66,9 @@ pub(crate) struct Provider {
     timeline: Arc<dyn Timeline>,
     nemesis: Arc<Nemesis>,
     state: Mutex<ProviderState>,
+    /// Requests to act it has not finished answering (held, delayed, being
+    /// executed): a process with one open is still working on this trial.
+    open: Arc<AtomicUsize>,
 }
 
 #[derive(Default)]
@@ -211,7 +221,15 @@ impl Provider {
             timeline,
             nemesis,
             state: Mutex::new(ProviderState::default()),
+            open: Arc::default(),
         }
+    }
+
+    /// How many requests to act are still open: received, not yet answered
+    /// (an answer held past the trial's end counts until it is sent or its
+    /// connection is dropped).
+    pub(crate) fn open_requests(&self) -> usize {
+        self.open.load(Ordering::SeqCst)
     }
 
     pub(crate) fn ledger(&self) -> Ledger {
@@ -304,6 +322,13 @@ impl Provider {
     }
 
     pub(crate) async fn dispatch(&self, incoming: Incoming) -> Result<Response, Abort> {
+        // Counted until answered or dropped with its connection.
+        let _open = Open::count(&self.open);
+        if let Some(of) =
+            (incoming.subject.as_ref()).and_then(|subject| self.config.earlier.get(subject))
+        {
+            return Ok(self.late(incoming, of.clone()));
+        }
         let api = self.config.api;
         let body = incoming.payload.as_ref().ok();
         let fingerprint = match body {
@@ -411,6 +436,37 @@ impl Provider {
                 Ok(response)
             }
         }
+    }
+
+    /// A request of an earlier trial's operation: done (a real provider
+    /// would), recorded as that trial's late effect, and answered plainly;
+    /// it takes no dispatch number, so this trial's faults act on this
+    /// trial's requests only.
+    fn late(&self, incoming: Incoming, of: EarlierTrial) -> Response {
+        let mut state = self.lock();
+        let number = state.ledger.late.len() + 1;
+        // Apart from this trial's ids, and an object as a create makes one
+        // (Stripe answers with it).
+        let receipt = match (incoming.resource, &incoming.payload) {
+            (Some(resource), Ok(payload)) => {
+                let id = format!("{}late", resource.id(number));
+                let object = resource.object(&id, payload, self.clock.now_ms());
+                state.objects.insert(id.clone(), object);
+                id
+            }
+            _ => format!("late-{number}"),
+        };
+        state.ledger.late.push(LateEffect {
+            of,
+            at: self.timeline.now(),
+            tool: incoming.tool,
+            subject: incoming.subject.unwrap_or_default(),
+            receipt: receipt.clone(),
+        });
+        drop(state);
+        self.config
+            .api
+            .answer(self, Answer::Created { receipt }, incoming.key.as_deref())
     }
 
     /// Decides and records what the dispatch does to the world.
@@ -600,6 +656,22 @@ impl Provider {
     }
 }
 
+/// One open request to act, counted while it lives.
+struct Open(Arc<AtomicUsize>);
+
+impl Open {
+    fn count(open: &Arc<AtomicUsize>) -> Open {
+        open.fetch_add(1, Ordering::SeqCst);
+        Open(open.clone())
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 impl Desk for Provider {
     fn handle(self: Arc<Self>, request: Request) -> Answering<'static> {
         Box::pin(Provider::handle(self, request))
@@ -623,5 +695,137 @@ impl Desk for Provider {
 
     fn free_text_field(&self) -> Option<&str> {
         self.config.free_text_field.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::history::EarlierTrial;
+    use crate::plan::{Timing, Trial};
+    use crate::roles::clock::{HarnessClock, RealTimeline};
+    use crate::roles::{Cast, LiveTimes, Setting};
+    use crate::scenario::Scenario;
+
+    fn scenario(name: &str) -> Scenario {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        Scenario::load(&root.join(format!("{name}.toml"))).unwrap()
+    }
+
+    /// The live provider of `trial`, told that `earlier` subjects belong to
+    /// trials its process served before.
+    fn provider(trial: &Trial<'_>, earlier: &[&str]) -> Arc<Provider> {
+        let earlier = (earlier.iter())
+            .map(|subject| {
+                let of = EarlierTrial {
+                    scenario: "before".into(),
+                    seed: 7,
+                };
+                ((*subject).to_owned(), of)
+            })
+            .collect();
+        Cast::new(
+            trial,
+            Setting {
+                timeline: Arc::new(RealTimeline::start()),
+                clock: Arc::new(HarnessClock::system()),
+                api: ProviderApi::Chaos,
+                live: Some(LiveTimes {
+                    provider_retention: trial.scenario.provider.retention,
+                    clock_waits: BTreeMap::new(),
+                    approval_expiries: &[],
+                    earlier,
+                }),
+            },
+        )
+        .provider
+    }
+
+    fn incoming(tool: &str, subject: &str, key: &str) -> Incoming {
+        let body = serde_json::json!({ "invoice": subject });
+        Incoming {
+            tool: tool.to_owned(),
+            key: Some(key.to_owned()),
+            raw: bytes::Bytes::from(body.to_string()),
+            payload: Ok(body),
+            subject: Some(subject.to_owned()),
+            free_text: Vec::new(),
+            resource: None,
+        }
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// A request of an earlier trial is that trial's late effect: recorded
+    /// apart, answered, and never this trial's dispatch, so the fault this
+    /// trial's first dispatch is owed still acts on it.
+    #[test]
+    fn an_earlier_trials_request_is_its_late_effect_and_takes_no_fault() {
+        let lost = scenario("lost-response-keyed-reset");
+        let trial = Trial::new(&lost, 1, Timing::live());
+        let provider = provider(&trial, &["inv-earlier"]);
+        let tool = &lost.workload.tool;
+        let subject = trial.operations[0].subject.clone();
+        runtime().block_on(async {
+            let late = provider
+                .dispatch(incoming(tool, "inv-earlier", "k-old"))
+                .await
+                .expect("answered");
+            assert_eq!(late.status, 201);
+            // This trial's own first dispatch still meets its fault (a reset).
+            let own = provider.dispatch(incoming(tool, &subject, "k-new")).await;
+            assert!(own.is_err(), "the reset meant for dispatch 1 did not act");
+        });
+        let ledger = provider.ledger();
+        assert_eq!(ledger.late.len(), 1);
+        assert_eq!(ledger.late[0].subject, "inv-earlier");
+        assert_eq!(ledger.late[0].of.seed, 7);
+        assert_eq!(ledger.dispatches.len(), 1, "{:?}", ledger.dispatches);
+        assert_eq!(ledger.dispatches[0].number, 1);
+        assert_eq!(ledger.effects.len(), 1);
+        assert_eq!(ledger.effects[0].subject.as_deref(), Some(subject.as_str()));
+    }
+
+    /// A request whose answer is held is open until it is answered or its
+    /// connection dropped: what keeps a process from serving the next trial.
+    #[test]
+    fn a_held_request_is_open_until_answered_or_dropped() {
+        let held = scenario("lost-response-keyed");
+        let trial = Trial::new(&held, 1, Timing::live());
+        let provider = provider(&trial, &[]);
+        let tool = held.workload.tool.clone();
+        let subject = trial.operations[0].subject.clone();
+        runtime().block_on(async {
+            assert_eq!(provider.open_requests(), 0);
+            let holding = {
+                let provider = provider.clone();
+                tokio::spawn(async move { provider.dispatch(incoming(&tool, &subject, "k")).await })
+            };
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            assert_eq!(
+                provider.open_requests(),
+                1,
+                "the held request is not counted"
+            );
+            holding.abort();
+            let _ = holding.await;
+            assert_eq!(
+                provider.open_requests(),
+                0,
+                "a dropped request still counts"
+            );
+        });
+        assert_eq!(
+            provider.ledger().effects.len(),
+            1,
+            "committed before it was held"
+        );
     }
 }
