@@ -474,6 +474,7 @@ mod tests {
                 outcome,
                 receipt: None,
                 disclosed_result: false,
+                records: Vec::new(),
                 reason: None,
                 unread: None,
             }),
