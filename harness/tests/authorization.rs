@@ -201,34 +201,10 @@ fn the_lab_cannot_see_the_weaknesses_beyond_it() {
 
 #[test]
 fn the_checked_in_lab_report_is_fresh() {
-    let command =
-        common::documented_command("cargo run --release -p chaos -- run scenarios/authorization/");
-    assert_eq!(
-        command,
+    common::assert_seeds_report_fresh(
+        "cargo run --release -p chaos -- run scenarios/authorization/",
         decisions::COMMAND,
-        "reports/README.md and the report's own command drifted apart"
-    );
-    let out = common::temp_dir("seeds");
-    let output = common::chaos_command()
-        .args(common::documented_arguments(
-            &command,
-            "reports/seeds",
-            &out,
-        ))
-        .output()
-        .expect("chaos runs");
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "the baseline and the ablations fail: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let fresh = std::fs::read_to_string(out.join("authorization.md")).unwrap();
-    let checked_in =
-        std::fs::read_to_string(common::repo_root().join("reports/seeds/authorization.md"))
-            .expect("reports/seeds/authorization.md is checked in");
-    assert!(
-        fresh == checked_in,
-        "reports/seeds/authorization.md is stale; regenerate it from the repository root with:\n    {command}"
+        "authorization.md",
+        "the baseline and the ablations fail",
     );
 }

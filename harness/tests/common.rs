@@ -145,6 +145,36 @@ pub fn trial(scenario: &Scenario, target: &SimTarget, seed: u64) -> (Verdict, Op
     (judged.verdict, judged.run)
 }
 
+/// Fails unless `reports/seeds/{file}` is what its documented command
+/// (the line of `reports/README.md` starting with `prefix`, which must be
+/// `expected`, the report's own) writes now, and that command exits 1
+/// (`why`: which targets fail it on purpose).
+pub fn assert_seeds_report_fresh(prefix: &str, expected: &str, file: &str, why: &str) {
+    let command = documented_command(prefix);
+    assert_eq!(
+        command, expected,
+        "reports/README.md and the report's own command drifted apart"
+    );
+    let out = temp_dir(file);
+    let output = chaos_command()
+        .args(documented_arguments(&command, "reports/seeds", &out))
+        .output()
+        .expect("chaos runs");
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{why}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let fresh = std::fs::read_to_string(out.join(file)).unwrap();
+    let checked_in = std::fs::read_to_string(repo_root().join("reports/seeds").join(file))
+        .unwrap_or_else(|_| panic!("reports/seeds/{file} is checked in"));
+    assert!(
+        fresh == checked_in,
+        "reports/seeds/{file} is stale; regenerate it from the repository root with:\n    {command}"
+    );
+}
+
 /// The line of `reports/README.md` that starts with `prefix`: the command
 /// that regenerates a checked-in report, as the documentation states it.
 pub fn documented_command(prefix: &str) -> String {

@@ -135,33 +135,10 @@ fn the_postures_reproduce_the_published_shape() {
 
 #[test]
 fn the_checked_in_posture_report_is_fresh() {
-    let command =
-        common::documented_command("cargo run --release -p chaos -- run scenarios/posture/");
-    assert_eq!(
-        command,
+    common::assert_seeds_report_fresh(
+        "cargo run --release -p chaos -- run scenarios/posture/",
         posture::COMMAND,
-        "reports/README.md and the report's own command drifted apart"
-    );
-    let out = common::temp_dir("posture");
-    let output = common::chaos_command()
-        .args(common::documented_arguments(
-            &command,
-            "reports/seeds",
-            &out,
-        ))
-        .output()
-        .expect("chaos runs");
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "undefended, the blocklist and the threshold let attacks through: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let fresh = std::fs::read_to_string(out.join("posture.md")).unwrap();
-    let checked_in = std::fs::read_to_string(common::repo_root().join("reports/seeds/posture.md"))
-        .expect("reports/seeds/posture.md is checked in");
-    assert!(
-        fresh == checked_in,
-        "reports/seeds/posture.md is stale; regenerate it from the repository root with:\n    {command}"
+        "posture.md",
+        "undefended, the blocklist and the threshold let attacks through",
     );
 }

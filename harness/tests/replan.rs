@@ -91,33 +91,10 @@ fn the_replan_matrix_shows_what_each_target_let_through() {
 
 #[test]
 fn the_checked_in_replan_report_is_fresh() {
-    let command =
-        common::documented_command("cargo run --release -p chaos -- run scenarios/replan-*.toml");
-    assert_eq!(
-        command,
+    common::assert_seeds_report_fresh(
+        "cargo run --release -p chaos -- run scenarios/replan-*.toml",
         replan::COMMAND,
-        "reports/README.md and the report's own command drifted apart"
-    );
-    let out = common::temp_dir("replan");
-    let output = common::chaos_command()
-        .args(common::documented_arguments(
-            &command,
-            "reports/seeds",
-            &out,
-        ))
-        .output()
-        .expect("chaos runs");
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "fresh-key, args-hash and ledger charge again on a re-plan: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let fresh = std::fs::read_to_string(out.join("replan.md")).unwrap();
-    let checked_in = std::fs::read_to_string(common::repo_root().join("reports/seeds/replan.md"))
-        .expect("reports/seeds/replan.md is checked in");
-    assert!(
-        fresh == checked_in,
-        "reports/seeds/replan.md is stale; regenerate it from the repository root with:\n    {command}"
+        "replan.md",
+        "fresh-key, args-hash and ledger charge again on a re-plan",
     );
 }
