@@ -713,10 +713,20 @@ impl Epochs {
     /// `attempts`, in the view's order) in flight when it was committed, since
     /// an attempt sent before a clock jump may commit after it; with none in
     /// flight, the epoch under way then.
+    ///
+    /// A straddling attempt that opened an epoch (the eager reading) may
+    /// still have committed before the jump, while the target remembered:
+    /// its effect may belong to the epoch before too. Found by `chaos
+    /// explore`: a subagent's effect committed just before a clock jump was
+    /// counted with a straddler's after it, as two in one epoch.
     fn of_effect(&self, effect: &Effect, attempts: &[&Attempt]) -> Vec<usize> {
         let mut epochs: Vec<usize> = (attempts.iter().enumerate())
             .filter(|(_, attempt)| attempt.spans(effect.at))
-            .map(|(position, _)| self.of_attempt[position])
+            .flat_map(|(position, _)| {
+                let epoch = self.of_attempt[position];
+                let before = (self.straddling[position] && epoch > 0).then(|| epoch - 1);
+                std::iter::once(epoch).chain(before)
+            })
             .collect();
         epochs.sort_unstable();
         epochs.dedup();
