@@ -51,6 +51,8 @@ pub(crate) mod bench;
 pub(crate) mod braces;
 pub(crate) mod callers;
 pub(crate) mod check;
+#[cfg(test)]
+pub(crate) mod docs_block;
 pub(crate) mod error;
 pub(crate) mod exit;
 pub(crate) mod fs;

@@ -524,32 +524,18 @@ impl<S: RecordStore> Ledger<S> {
                     if !attempt.guard() {
                         return in_flight();
                     }
-                    let result = upstream::dispatch(
-                        &self.env,
-                        tool,
-                        &fresh.downstream_key,
-                        fresh.payload.clone().into(),
-                    )
-                    .await;
-                    let _ = self.store.forget(&scope, expired.created_at_ms).await;
-                    let _ = self.store.claim(&scope, &fresh).await;
-                    return self.settle(tool, &scope, fresh, result).await;
+                    return self
+                        .dispatch_then_record(tool, &scope, expired.created_at_ms, fresh)
+                        .await;
                 }
                 (AfterRetention::NewOperation, Some(Weakness::ExpiryRace)) => {
                     // WEAK: it read "expired", took that for "absent", and
                     // acts on the read: dispatch first, record after. Every
                     // retry that read before the first one recorded sends.
                     attempt.won();
-                    let result = upstream::dispatch(
-                        &self.env,
-                        tool,
-                        &fresh.downstream_key,
-                        fresh.payload.clone().into(),
-                    )
-                    .await;
-                    let _ = self.store.forget(&scope, expired.created_at_ms).await;
-                    let _ = self.store.claim(&scope, &fresh).await;
-                    return self.settle(tool, &scope, fresh, result).await;
+                    return self
+                        .dispatch_then_record(tool, &scope, expired.created_at_ms, fresh)
+                        .await;
                 }
                 (AfterRetention::NewOperation, _) => {
                     match self.store.forget(&scope, expired.created_at_ms).await {
@@ -644,6 +630,28 @@ impl<S: RecordStore> Ledger<S> {
         .await;
         record.dispatch_ended_at_ms = Some(self.env.clock.now_ms());
         self.settle(tool, scope, record, result).await
+    }
+
+    /// The weak variants' way past the retention: send first, then replace
+    /// the expired record with the new one, so nothing claimed the operation
+    /// while it was sent.
+    async fn dispatch_then_record(
+        &self,
+        tool: &str,
+        scope: &Scope,
+        expired_at_ms: u64,
+        fresh: Record,
+    ) -> AnswerBody {
+        let result = upstream::dispatch(
+            &self.env,
+            tool,
+            &fresh.downstream_key,
+            fresh.payload.clone().into(),
+        )
+        .await;
+        let _ = self.store.forget(scope, expired_at_ms).await;
+        let _ = self.store.claim(scope, &fresh).await;
+        self.settle(tool, scope, fresh, result).await
     }
 
     async fn settle(
