@@ -160,6 +160,13 @@ pub enum Happened {
         by: Duration,
         waited: Duration,
     },
+    /// A human signed off decision `decision` of call `call` (a re-planned
+    /// tool call) at the authority, as the `replan` fault at `index` asked.
+    SignedOff {
+        index: usize,
+        call: u32,
+        decision: u32,
+    },
     /// The driver killed the target, as a crash asked.
     TargetKilled,
     /// The driver started the target again after a crash.
@@ -180,6 +187,9 @@ impl FaultEvent {
                     humantime::format_duration(by)
                 ),
             )),
+            Happened::SignedOff { index, .. } => {
+                Some((index, "signed off a re-plan at the authority".into()))
+            }
             Happened::TargetKilled | Happened::TargetRestarted => None,
         }
     }
@@ -187,7 +197,9 @@ impl FaultEvent {
     /// Index into the scenario's faults; `None` for what the driver did.
     pub fn fault(&self) -> Option<usize> {
         match self.what {
-            Happened::Fault { index, .. } | Happened::ClockWaited { index, .. } => Some(index),
+            Happened::Fault { index, .. }
+            | Happened::ClockWaited { index, .. }
+            | Happened::SignedOff { index, .. } => Some(index),
             Happened::TargetKilled | Happened::TargetRestarted => None,
         }
     }
@@ -202,7 +214,10 @@ impl FaultEvent {
                 ..
             }
             | Happened::ClockWaited { by, .. } => Some(by),
-            Happened::Fault { .. } | Happened::TargetKilled | Happened::TargetRestarted => None,
+            Happened::Fault { .. }
+            | Happened::SignedOff { .. }
+            | Happened::TargetKilled
+            | Happened::TargetRestarted => None,
         }
     }
 

@@ -308,6 +308,12 @@ PORT = "{{listen.port}}"
 # [request.fields]
 # to = "{{recipient}}"
 # amount_cents = "{{amount_cents}}"
+#
+# The suite calls send_reminder, charge_card and send_notification_to_self
+# (`chaos list` shows their arguments); if your service knows a tool by
+# another name, map it: {{tool}} renders it, and the authority grants it by it.
+# [request.tools]
+# send_reminder = "remind_customer"
 
 # How its answers are read (section 1.2): JSON pointers into the body.
 # [response]
@@ -581,6 +587,7 @@ mod tests {
                 "[provider]",
                 "[request]",
                 "[request.fields]",
+                "[request.tools]",
                 "[response]",
                 "[response.outcomes]",
                 "[status]",

@@ -75,19 +75,29 @@ pub fn variant_targets() -> Vec<SimTarget> {
 }
 
 /// The ledgers that hold a per-tool runtime policy beyond `coalesce` and
-/// `allow` (`refuses-replans`: `refuse`). Named by a run, never in the
+/// `allow` (`refuses-replans`: `refuse`; `signs-off-replans`: `sign-off`). Named by a run, never in the
 /// default sweep nor in [`sim_targets`]: a layer is held to the policy its
 /// tool declares, so each is judged on the scenarios of its policy
 /// (`[workload] policy`), where the others are caught.
 pub fn policy_targets() -> Vec<SimTarget> {
-    vec![SimTarget {
-        info: target_ledger::refuses_replans_info(),
-        serve: |listener, shutdown, env| {
-            Box::pin(target_ledger::serve_refuses_replans(
-                listener, shutdown, env,
-            ))
+    vec![
+        SimTarget {
+            info: target_ledger::refuses_replans_info(),
+            serve: |listener, shutdown, env| {
+                Box::pin(target_ledger::serve_refuses_replans(
+                    listener, shutdown, env,
+                ))
+            },
         },
-    }]
+        SimTarget {
+            info: target_ledger::signs_off_replans_info(),
+            serve: |listener, shutdown, env| {
+                Box::pin(target_ledger::serve_signs_off_replans(
+                    listener, shutdown, env,
+                ))
+            },
+        },
+    ]
 }
 
 /// Every target the simulator runs: the reference targets, then the variants.
@@ -306,7 +316,7 @@ mod tests {
         let error = find("ledgr").unwrap_err();
         assert_eq!(
             error.to_string(),
-            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure, assumes-delivered, replica-guard, refuses-replans, baseline, gate-no-identity, gate-no-scope, gate-no-tenant, gate-no-approval, gate, gate-reuses-approval, gate-ignores-expiry, gate-checks-once, gate-trusts-header, gate-export-unscoped, undefended, blocklist, allowlist, impact-threshold"
+            "unknown target 'ledgr'. Choose from: fresh-key, args-hash, ledger, runtime-ledger, refusing-ledger, reconciling-ledger, subject-key, trace-key, tenantless, expiry-race, trusts-missing, reset-is-failure, assumes-delivered, replica-guard, refuses-replans, signs-off-replans, baseline, gate-no-identity, gate-no-scope, gate-no-tenant, gate-no-approval, gate, gate-reuses-approval, gate-ignores-expiry, gate-checks-once, gate-trusts-header, gate-export-unscoped, undefended, blocklist, allowlist, impact-threshold"
         );
     }
 }

@@ -299,29 +299,61 @@ fn an_empty_epoch_after_an_honoured_retry_after_excuses_nothing() {
 }
 
 /// The per-tool policies beyond coalesce and allow (`scenarios/policy/`),
-/// judged apart: a layer is held to the policy its tool declares. Under
-/// `refuse` every simulated target is caught on every seed (it coalesces a
-/// re-plan into the first result, or executes it again), and the policy
-/// target `refuses-replans` passes; held to coalesce, that same target is
-/// caught (its refusal denies an effect that exists).
+/// judged apart: a layer is held to the policy its tool declares. Each
+/// policy's scenario is passed by its policy target alone, and every other
+/// simulated target is caught on every seed, by the checks that policy
+/// implies: under `refuse`, a re-plan coalesced into the first result or
+/// executed again; under `sign-off`, a re-plan nobody signed off executed
+/// (a duplicate) or the signed-off one coalesced or refused (a missing
+/// effect). Held to coalesce, `refuses-replans` is caught (its refusal
+/// denies an effect that exists) and `signs-off-replans`, with nobody
+/// signing off, coalesces as asked.
 #[test]
-fn refuses_replans_holds_the_refuse_policy_and_only_it() {
+fn each_policy_target_holds_its_policy_and_only_it() {
     let seeds = || Seeds::Range {
         first: 0,
         count: SEEDS,
     };
     let policies = common::scenarios_in(&common::scenarios_dir().join("policy"));
-    assert!(!policies.is_empty());
-    let refuses = chaos::policy_targets();
-    assert!(refuses
+    let policy_targets = chaos::policy_targets();
+    // Which target holds each policy scenario, and the checks that catch
+    // the others there.
+    let holds = [
+        (
+            "replan-refused",
+            "refuses-replans",
+            &[Check::ReplanNotRefused, Check::DuplicateEffect][..],
+        ),
+        (
+            "replan-signed-off",
+            "signs-off-replans",
+            &[
+                Check::DuplicateEffect,
+                Check::MissingEffect,
+                Check::RejectedWithEffect,
+            ][..],
+        ),
+    ];
+    let mut names: Vec<&str> = policies
         .iter()
-        .any(|target| target.info.name == "refuses-replans"));
+        .map(|scenario| scenario.name.as_str())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["replan-refused", "replan-signed-off"],
+        "a policy scenario without its row here"
+    );
     let mut targets = chaos::sim_targets();
-    targets.extend(refuses.iter().cloned());
+    targets.extend(policy_targets.iter().cloned());
     let summary = common::sweep(&policies, &targets, seeds());
     let mut problems = Vec::new();
     for cell in &summary.cells {
-        if cell.target == "refuses-replans" {
+        let (_, holder, catching) = holds
+            .iter()
+            .find(|(scenario, ..)| *scenario == cell.scenario)
+            .expect("every policy scenario has its row");
+        if cell.target == *holder {
             if cell.verdict != Status::Pass {
                 problems.push(format!(
                     "{} x {}: {:?}",
@@ -338,8 +370,7 @@ fn refuses_replans_holds_the_refuse_policy_and_only_it() {
         }
         for failure in &cell.failures {
             let found = failure.checks();
-            if !found.contains(&Check::ReplanNotRefused) && !found.contains(&Check::DuplicateEffect)
-            {
+            if !catching.iter().any(|check| found.contains(check)) {
                 problems.push(format!("{} x {}: {found:?}", cell.scenario, cell.target));
             }
         }
@@ -347,11 +378,23 @@ fn refuses_replans_holds_the_refuse_policy_and_only_it() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 
     let coalesced = common::scenario("replan-injected");
-    let summary = common::sweep(&[coalesced], &refuses, seeds());
-    let cell = &summary.cells[0];
-    assert_eq!(cell.seeds_failed, SEEDS);
-    for failure in &cell.failures {
-        assert!(failure.checks().contains(&Check::RejectedWithEffect));
+    let summary = common::sweep(&[coalesced], &policy_targets, seeds());
+    for cell in &summary.cells {
+        match cell.target.as_str() {
+            "refuses-replans" => {
+                assert_eq!(cell.seeds_failed, SEEDS);
+                for failure in &cell.failures {
+                    assert!(failure.checks().contains(&Check::RejectedWithEffect));
+                }
+            }
+            _ => assert_eq!(
+                cell.verdict,
+                Status::Pass,
+                "{}: {:?}",
+                cell.target,
+                cell.reason
+            ),
+        }
     }
 }
 

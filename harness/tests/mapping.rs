@@ -145,6 +145,59 @@ fn a_placeholder_no_argument_fills_is_refused_naming_it_the_call_and_the_argumen
     );
 }
 
+/// Issue 26 item 4: a service that checks its caller's scope by a tool
+/// name of its own refuses every call of the suite's `send_reminder` until
+/// the target file maps it (`[request.tools]`); mapped, the authority grants
+/// the service's name and the same scenario passes. The refusal is read as
+/// `denied`, never taken for an effect.
+#[test]
+fn request_tools_give_the_suites_tool_the_services_own_name_at_the_authority() {
+    let dir = common::temp_dir("mapped-tools");
+    let renamed = |tools: &'static str| {
+        move |text: String| format!("{text}\n[env]\nREMINDERS_TOOL = \"remind_customer\"\n{tools}")
+    };
+    let unmapped = target_file(&dir, "unmapped", renamed(""));
+    let out = dir.join("unmapped");
+    let (code, printed, report) = run(
+        &[
+            "scenarios/lost-response-keyed.toml",
+            "--target",
+            unmapped.to_str().unwrap(),
+            "--seeds",
+            "1",
+        ],
+        &out,
+    );
+    assert_ne!(code, Some(0), "{printed}");
+    let refused = cell(&report, "lost-response-keyed");
+    assert_eq!(refused["effects_observed_max"], 0, "{refused}");
+    assert!(
+        printed.contains("denied"),
+        "the refusal is read as denied: {printed}"
+    );
+
+    let mapped = target_file(
+        &dir,
+        "mapped",
+        renamed("\n[request.tools]\nsend_reminder = \"remind_customer\"\n"),
+    );
+    let out = dir.join("mapped");
+    let (code, printed, report) = run(
+        &[
+            "scenarios/lost-response-keyed.toml",
+            "--target",
+            mapped.to_str().unwrap(),
+            "--seeds",
+            "1",
+        ],
+        &out,
+    );
+    assert_eq!(code, Some(0), "{printed}");
+    let passed = cell(&report, "lost-response-keyed");
+    assert_eq!(passed["verdict"], "pass", "{passed}");
+    assert_eq!(passed["effects_observed_max"], 1, "{passed}");
+}
+
 #[test]
 fn a_mapping_error_in_the_target_file_exits_2_naming_the_line_and_the_fix() {
     let dir = common::temp_dir("mapped-malformed");

@@ -129,13 +129,20 @@ fn counts(run: &RunView<'_>, operation: &OperationView<'_>, findings: &mut Findi
                 )
             })
             .unwrap_or_default();
+        // Under `sign-off`, the effects a human asked for by signing off a
+        // re-plan are the ones a coalescing layer drops: say so, not that
+        // the operation was abandoned.
+        let why = match operation.signed_off {
+            0 => "the operation was abandoned".to_owned(),
+            signed => format!(
+                "{signed} of them for re-plans a human signed off at the authority (its approval names the tool call): a signed-off re-plan was coalesced or refused instead of executed"
+            ),
+        };
         findings.fail(
             anchor,
             Check::MissingEffect,
             Some(name),
-            format!(
-                "operation '{name}': {count} effects, expected {expected}: the operation was abandoned{last}"
-            ),
+            format!("operation '{name}': {count} effects, expected {expected}: {why}{last}"),
         );
     }
 }

@@ -137,6 +137,69 @@ mod tests {
         }
     }
 
+    /// `RE_PLAN` under the tool policy `sign-off`.
+    fn sign_off() -> String {
+        RE_PLAN.replace(
+            "free-text-field = \"memo\"\n",
+            "free-text-field = \"memo\"\npolicy = \"sign-off\"\n",
+        )
+    }
+
+    /// Under `sign-off`, the allowance follows the sign-offs: a re-plan a
+    /// human signed off is one more effect asked for, a re-plan without one
+    /// coalesces; executing the unsigned one or coalescing the signed one
+    /// both fail.
+    #[test]
+    fn a_signed_off_re_plan_allows_one_more_effect_and_an_unsigned_one_none() {
+        let executed = |signed: bool| {
+            let case = Case::new(&sign_off())
+                .commit(1, 3)
+                .answer(1, 1, 5, Outcome::Applied)
+                .decide_again(1, false);
+            let case = if signed { case.sign_off(1, 5) } else { case };
+            case.commit(1, 8).answer(1, 6, 10, Outcome::Applied).judge()
+        };
+        let signed = executed(true);
+        assert_eq!(signed.status, Status::Pass, "{:?}", signed.findings);
+        assert_eq!(signed.operations[0].expected_effects_min, 2);
+        let unsigned = executed(false);
+        assert!(
+            unsigned.has(Check::DuplicateEffect),
+            "{:?}",
+            unsigned.findings
+        );
+
+        let coalesced = |signed: bool| {
+            let case = Case::new(&sign_off())
+                .commit(1, 3)
+                .answer(1, 1, 5, Outcome::Applied)
+                .decide_again(1, false);
+            let case = if signed { case.sign_off(1, 5) } else { case };
+            case.answer_with_receipt(1, 6, 10, Outcome::Replayed, "rcpt-1")
+                .judge()
+        };
+        let unsigned = coalesced(false);
+        assert_eq!(unsigned.status, Status::Pass, "{:?}", unsigned.findings);
+        let signed = coalesced(true);
+        let message = &signed.finding(Check::MissingEffect).message;
+        assert!(
+            message.contains(
+                "1 effects, expected 2: 1 of them for re-plans a human signed off at the authority"
+            ),
+            "{message}"
+        );
+        // Under coalesce, a sign-off allows nothing: the policy decides.
+        let under_coalesce = Case::new(RE_PLAN)
+            .commit(1, 3)
+            .answer(1, 1, 5, Outcome::Applied)
+            .decide_again(1, false)
+            .sign_off(1, 5)
+            .commit(1, 8)
+            .answer(1, 6, 10, Outcome::Applied)
+            .judge();
+        assert!(under_coalesce.has(Check::DuplicateEffect));
+    }
+
     #[test]
     fn a_re_plan_executed_again_is_a_duplicate() {
         let verdict = Case::new(&refused())

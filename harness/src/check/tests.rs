@@ -226,6 +226,25 @@ impl Case {
 
     /// From here on, call `call` is decided again: a new tool call, minting
     /// its own key, with the same arguments or (`drifted`) re-worded ones.
+    /// A human signs off the tool call call `call` is decided as last (a
+    /// re-plan) at the authority, at `at`, as the scenario's re-plan asks.
+    pub(crate) fn sign_off(mut self, call: u32, at: Ms) -> Case {
+        let decision = self.decided(call).number;
+        let index = (self.scenario.faults.iter())
+            .position(|fault: &Fault| fault.kind() == "replan")
+            .expect("a sign-off is a re-plan's");
+        self.faults.push(FaultEvent {
+            at,
+            what: Happened::SignedOff {
+                index,
+                call,
+                decision,
+            },
+            description: format!("a human signed off decision {decision} of call {call}"),
+        });
+        self
+    }
+
     pub(crate) fn decide_again(mut self, call: u32, drifted: bool) -> Case {
         let number = self.decided(call).number + 1;
         self.decisions.push((call, number, drifted));
@@ -242,7 +261,15 @@ impl Case {
             } else {
                 crate::fault::Wording::Same
             };
-            return self.fault("replan", at, Action::Replan { times: 1, wording });
+            return self.fault(
+                "replan",
+                at,
+                Action::Replan {
+                    times: 1,
+                    wording,
+                    signed_off: false,
+                },
+            );
         }
         self
     }

@@ -59,6 +59,9 @@ pub(crate) struct OperationView<'a> {
     /// reading with the more epochs allows the more).
     pub expected: u32,
     pub expected_max: u32,
+    /// Of those, the ones allowed for re-plans a human signed off (policy
+    /// `sign-off`): none under any other policy.
+    pub signed_off: u32,
     /// The first retention epoch holding more effects than `expected`, in
     /// every reading; `None` under a policy that refuses past the retention
     /// (there the total is the whole judgement).
@@ -347,8 +350,15 @@ impl<'a> OperationView<'a> {
         // Under a policy that allows every call its own effect, each tool
         // call the agent made is an intent of its own.
         let per_intent = trial.scenario.expected_effects(&operation.name);
+        // A re-plan a human signed off is a new action the human asked for:
+        // under `sign-off`, one more effect each, and none for a re-plan
+        // without one.
+        let signed_off = match trial.scenario.workload.policy {
+            Policy::SignOff => signed_off(run, &attempts),
+            Policy::Coalesce | Policy::Refuse | Policy::Allow => 0,
+        };
         let expected = match trial.scenario.workload.policy {
-            Policy::Coalesce | Policy::Refuse => per_intent,
+            Policy::Coalesce | Policy::Refuse | Policy::SignOff => per_intent + signed_off,
             Policy::Allow => per_intent * tool_calls(&attempts),
         };
         // Past the retention, only a policy that takes the retry for a new
@@ -464,6 +474,7 @@ impl<'a> OperationView<'a> {
             readings,
             expected,
             expected_max,
+            signed_off,
             crowded,
             answers,
         }
@@ -560,6 +571,28 @@ fn tool_calls(attempts: &[&Attempt]) -> u32 {
     ids.sort_unstable();
     ids.dedup();
     ids.len() as u32
+}
+
+/// How many of these attempts' tool calls a human signed off at the
+/// authority before they were sent (`replan` with `signed-off = true`).
+fn signed_off(run: &RunOutput, attempts: &[&Attempt]) -> u32 {
+    let mut signed: Vec<(u32, u32)> = run
+        .history
+        .faults
+        .iter()
+        .filter_map(|event| match event.what {
+            Happened::SignedOff { call, decision, .. } => Some((call, decision)),
+            _ => None,
+        })
+        .filter(|(call, decision)| {
+            attempts
+                .iter()
+                .any(|attempt| attempt.call == *call && attempt.decision == *decision)
+        })
+        .collect();
+    signed.sort_unstable();
+    signed.dedup();
+    signed.len() as u32
 }
 
 /// The attempts of operation `index`, in the order they were sent (ties by
@@ -857,9 +890,10 @@ impl std::fmt::Display for Described<'_> {
 fn leaves_the_target_uncertain(what: Happened) -> bool {
     let action = match what {
         Happened::Fault { action, .. } => action,
-        Happened::ClockWaited { .. } | Happened::TargetKilled | Happened::TargetRestarted => {
-            return false
-        }
+        Happened::ClockWaited { .. }
+        | Happened::SignedOff { .. }
+        | Happened::TargetKilled
+        | Happened::TargetRestarted => return false,
     };
     match action {
         Action::LoseAnswer {

@@ -438,7 +438,13 @@ pub enum Action {
     Revoke(Grant),
     /// The planner decides the step of the answer just read again, `times`
     /// times: a new tool call each (an injected "the previous attempt failed").
-    Replan { times: u32, wording: Wording },
+    Replan {
+        times: u32,
+        wording: Wording,
+        /// Each re-planned tool call is signed off by a human at the
+        /// authority before it is sent.
+        signed_off: bool,
+    },
     /// The orchestrator dies: its attempts in flight are forgotten, and after
     /// `restart_after` it replays each step it was running.
     CrashAgent { restart_after: Duration },
@@ -472,7 +478,16 @@ impl Action {
             Action::AdvanceClock(by) => format!("moved every clock {}", took(by)),
             Action::Revoke(Grant::Token) => "revoked the caller's token".into(),
             Action::Revoke(Grant::Scope) => "removed the tool from the caller's scope".into(),
-            Action::Replan { times, .. } => format!("made the planner decide again x{times}"),
+            Action::Replan {
+                times,
+                signed_off: false,
+                ..
+            } => format!("made the planner decide again x{times}"),
+            Action::Replan {
+                times,
+                signed_off: true,
+                ..
+            } => format!("made the planner decide again x{times}, signed off"),
             Action::CrashAgent { .. } => "crashed the agent".into(),
             Action::ApproveAgain { .. } => "approved a step again".into(),
             Action::TruncateResult => "truncated an answer to the agent".into(),

@@ -41,6 +41,16 @@ pub struct Replan {
     pub times: u32,
     #[serde(default = "same", rename = "payload")]
     pub wording: Wording,
+    /// A human signs off each re-planned tool call at the authority before
+    /// it is sent: the one bypass the tool policy `sign-off` allows (a
+    /// re-plan so approved may make an effect of its own; one without
+    /// coalesces).
+    #[serde(default, rename = "signed-off", skip_serializing_if = "is_false")]
+    pub signed_off: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !value
 }
 
 fn same() -> Wording {
@@ -51,12 +61,17 @@ impl fmt::Display for Replan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "the planner re-issued the step of answer {} {} more time(s){}",
+            "the planner re-issued the step of answer {} {} more time(s){}{}",
             self.nth,
             self.times,
             match self.wording {
                 Wording::Same => "",
                 Wording::Drifted => ", its arguments re-worded",
+            },
+            if self.signed_off {
+                ", each signed off by a human at the authority"
+            } else {
+                ""
             }
         )
     }
@@ -75,6 +90,7 @@ impl Kind for Replan {
         (event == Event::Moment(Trigger::AfterAnswer(self.nth))).then_some(Action::Replan {
             times: self.times,
             wording: self.wording,
+            signed_off: self.signed_off,
         })
     }
 
@@ -89,9 +105,14 @@ impl Kind for Replan {
             wording: Wording::Same,
             ..*self
         });
+        let unsigned = self.signed_off.then_some(Replan {
+            signed_off: false,
+            ..*self
+        });
         earlier
             .chain(fewer)
             .chain(verbatim)
+            .chain(unsigned)
             .map(Fault::Replan)
             .collect()
     }
@@ -128,10 +149,13 @@ impl Declared for Replan {
     fn strategy(space: Space) -> BoxedStrategy<Replan> {
         let wording = prop_oneof![3 => Just(Wording::Same), 1 => Just(Wording::Drifted)];
         (nth(space), 1..=3u32, wording)
+            // Never signed off: a sign-off only means something under the
+            // policy that asks for one, which generated scenarios never take.
             .prop_map(|(nth, times, wording)| Replan {
                 nth,
                 times,
                 wording,
+                signed_off: false,
             })
             .boxed()
     }

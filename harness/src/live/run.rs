@@ -93,6 +93,7 @@ async fn drive(
                 clock_waits: time.clock_waits.clone(),
                 approval_expiries: &time.approval_expiries,
                 earlier,
+                tool_names: target.way_in.tool_names().clone(),
             }),
         },
     );

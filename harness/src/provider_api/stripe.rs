@@ -569,6 +569,7 @@ attempts = 2
                     clock_waits: BTreeMap::new(),
                     approval_expiries: &[],
                     earlier: BTreeMap::new(),
+                    tool_names: BTreeMap::new(),
                 }),
             },
         )

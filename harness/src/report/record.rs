@@ -324,7 +324,7 @@ fn fault_record(trial: &Trial<'_>, event: &FaultEvent) -> FaultRecord {
     let consequence = match event.what {
         Happened::TargetKilled => Some(Consequence::TargetKilled),
         Happened::TargetRestarted => Some(Consequence::TargetRestarted),
-        Happened::Fault { .. } | Happened::ClockWaited { .. } => None,
+        Happened::Fault { .. } | Happened::ClockWaited { .. } | Happened::SignedOff { .. } => None,
     };
     FaultRecord {
         at: event.at,

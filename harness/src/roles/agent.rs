@@ -22,7 +22,7 @@ use crate::fault::{Action, LossMode, Wording};
 use crate::history::{Attempt, AttemptEnd};
 use crate::plan::{attempt_id, own_key, tool_use_id, Payload, Timing, Trial};
 use crate::roles::clock::Timeline;
-use crate::roles::nemesis::Nemesis;
+use crate::roles::nemesis::{Nemesis, Replans, SignOff};
 use crate::scenario::Identity;
 use crate::way_in::{CallValues, Outgoing, WayIn};
 
@@ -335,8 +335,14 @@ async fn run_worker(
                     end,
                 ));
             }
-            for (times, wording) in replans {
-                tool_calls.extend((0..times).map(|_| decide_again(wording)));
+            for replans in replans {
+                for _ in 0..replans.times {
+                    let replanned = decide_again(replans.wording);
+                    if let Some(fault) = replans.signed_off_by {
+                        sign_off(fault, call, &replanned, env);
+                    }
+                    tool_calls.push_back(replanned);
+                }
             }
             if abandoned {
                 // The orchestrator died waiting. Restarted, it replays the
@@ -382,6 +388,28 @@ async fn run_worker(
     }
 }
 
+/// A human signs off `tool_call`, just decided, at the authority: the
+/// approval names the tool call and what it asks, as the arguments say it.
+fn sign_off(fault: usize, call: &ScriptedCall, tool_call: &ToolCall<'_>, env: &AgentEnv) {
+    let arguments: serde_json::Value =
+        serde_json::from_slice(&tool_call.payload.bytes).unwrap_or_default();
+    let field = |name: &str| {
+        arguments
+            .get(name)
+            .and_then(|value| value.as_str())
+            .unwrap_or("")
+    };
+    env.nemesis.sign_off(SignOff {
+        fault,
+        token: &call.token,
+        tool: &call.tool,
+        call: call.number,
+        decision: tool_call.decision,
+        tool_use_id: &tool_call.tool_use_id,
+        action: [field("invoice"), field("recipient"), field("body")],
+    });
+}
+
 /// Live, a clock jump is a real wait before the agent's next step; in the
 /// simulator there is never one (the jump moved the clock instead).
 async fn sit_out_clock_jump(env: &AgentEnv) {
@@ -394,7 +422,7 @@ async fn sit_out_clock_jump(env: &AgentEnv) {
 /// after its answer, and the second delivery of it a fault made, if one did.
 struct Sent {
     end: AttemptEnd,
-    replans: Vec<(u32, Wording)>,
+    replans: Vec<Replans>,
     redelivery: Option<Redelivery>,
     /// The wait a `Retry-After` on the answer the agent read asks for.
     retry_after: Option<Duration>,

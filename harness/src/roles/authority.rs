@@ -54,6 +54,12 @@ impl Authority {
         self.grants.watched_by(watcher);
     }
 
+    /// Tells targets the suite's tools by the service's own names
+    /// (`[request.tools]`) in introspections, approvals and adapted grants.
+    pub(crate) fn name_tools(&self, names: std::collections::BTreeMap<String, String>) {
+        self.grants.name_tools(names);
+    }
+
     /// Issues `token` to `sub` of `tenant` with a space-separated `scope`.
     pub(crate) fn grant(&self, token: &str, sub: &str, tenant: &str, scope: &str) {
         self.grants.grant(token, sub, tenant, scope);
@@ -76,6 +82,7 @@ impl Authority {
                 recipient: approval.recipient.clone(),
                 body: approval.body.clone(),
                 expires_at_ms: expiry.map(|after| now_ms + chaos_kit::clock::millis(after)),
+                tool_call: None,
             }
         }));
     }
@@ -100,10 +107,14 @@ impl Authority {
         }
         if request.method == "GET" && request.path == "/approvals" {
             let actor = request.query_param("actor").unwrap_or("");
+            // The lab's approvals of actions, then the sign-offs a human gave
+            // mid-run to single tool calls.
             let approvals: Vec<Approval> = lock(&self.approvals)
                 .iter()
                 .filter(|approval| approval.actor == actor)
                 .cloned()
+                .chain(self.grants.sign_offs(actor))
+                .map(|approval| self.grants.told(approval))
                 .collect();
             return Ok(Response::json(200, &approvals));
         }
@@ -142,6 +153,11 @@ impl Authority {
         if let Some(watcher) = watcher {
             watcher.after_introspection();
         }
+        // Recorded in the suite's names, told in the service's own.
+        let answer = Introspection {
+            scope: (answer.scope.as_deref()).map(|scope| self.grants.service_scope(scope)),
+            ..answer
+        };
         Ok(Response::json(200, &answer))
     }
 }
@@ -162,6 +178,44 @@ mod tests {
         fn now(&self) -> u64 {
             0
         }
+    }
+
+    /// `[request.tools]`: the target hears the service's names (its scope,
+    /// its approvals); the run records the suite's.
+    #[test]
+    fn a_target_hears_its_own_tool_names_and_the_record_keeps_the_suites() {
+        let authority = Arc::new(Authority::new(Arc::new(Zero)));
+        authority.name_tools(std::collections::BTreeMap::from([(
+            "send_reminder".to_owned(),
+            "remind_customer".to_owned(),
+        )]));
+        authority.grant("t", "agent", "north", "read send_reminder");
+        assert!(authority
+            .grants()
+            .sign_off("t", "send_reminder", "tu-1", ["inv-1", "", ""]));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let introspected = runtime
+            .block_on(authority.clone().handle(Request::post(
+                "/introspect",
+                bytes::Bytes::from_static(b"token=t"),
+            )))
+            .unwrap();
+        let answer: Introspection = serde_json::from_slice(&introspected.body).unwrap();
+        assert_eq!(answer.scope.as_deref(), Some("read remind_customer"));
+        assert_eq!(authority.decisions()[0].scope, "read send_reminder");
+        let listed = runtime
+            .block_on(
+                authority
+                    .clone()
+                    .handle(Request::get("/approvals?actor=agent")),
+            )
+            .unwrap();
+        let approvals: Vec<Approval> = serde_json::from_slice(&listed.body).unwrap();
+        assert_eq!(approvals.len(), 1);
+        assert_eq!(approvals[0].tool, "remind_customer");
+        assert_eq!(approvals[0].tool_call.as_deref(), Some("tu-1"));
     }
 
     #[test]

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use chaos_kit::protocol::Introspection;
+use chaos_kit::protocol::{Approval, Introspection};
 
 use crate::fault::{Action, Grant};
 
@@ -68,6 +68,13 @@ struct Shared {
     /// Asked about every introspection (an outage is a fault). Weak: the
     /// nemesis holds these grants to revoke them.
     watcher: OnceLock<Weak<dyn Introspections>>,
+    /// Sign-offs a human gave mid-run, each for one tool call: given by a
+    /// fault (the nemesis), read by the target through the authority.
+    sign_offs: Mutex<Vec<Approval>>,
+    /// The service's own names for the suite's tools (`[request.tools]`):
+    /// what a target is told (its scope, its approvals, its adapter's
+    /// grants); the run's record keeps the suite's names.
+    names: OnceLock<BTreeMap<String, String>>,
 }
 
 impl Grants {
@@ -89,7 +96,7 @@ impl Grants {
     pub(crate) fn adapted_by(&self, adapter: Arc<dyn Adapter>) {
         let grants: Vec<GrantFacts> = lock(&self.0.tokens)
             .iter()
-            .map(|(token, grant)| facts(token, grant))
+            .map(|(token, grant)| self.facts(token, grant))
             .collect();
         for grant in &grants {
             if let Err(why) = adapter.grant(grant) {
@@ -112,12 +119,80 @@ impl Grants {
                 Grant::Token => token_grant.active = false,
                 Grant::Scope => token_grant.scope.retain(|granted| granted != tool),
             }
-            facts(token, token_grant)
+            self.facts(token, token_grant)
         });
         if let (Some(left), Some(adapter)) = (left, self.0.adapter.get()) {
-            if let Err(why) = adapter.revoke(&left, grant, tool) {
+            if let Err(why) = adapter.revoke(&left, grant, self.service_name(tool)) {
                 lock(&self.0.adapter_failures).push(why);
             }
+        }
+    }
+
+    /// Tells targets the suite's tools by the service's own names from now on.
+    pub(crate) fn name_tools(&self, names: BTreeMap<String, String>) {
+        let _ = self.0.names.set(names);
+    }
+
+    /// The service's name for the suite's tool `tool`.
+    pub(crate) fn service_name<'a>(&'a self, tool: &'a str) -> &'a str {
+        (self.0.names.get())
+            .and_then(|names| names.get(tool))
+            .map_or(tool, String::as_str)
+    }
+
+    /// A space-separated scope in the service's names.
+    pub(crate) fn service_scope(&self, scope: &str) -> String {
+        let names: Vec<&str> = scope
+            .split_whitespace()
+            .map(|tool| self.service_name(tool))
+            .collect();
+        names.join(" ")
+    }
+
+    /// Records a human's sign-off of one tool call of `tool` by the caller
+    /// holding `token`, with what the call asks (`invoice`, `recipient`,
+    /// `body`, empty where it says none). False when nobody holds `token`:
+    /// there is no caller to sign off for.
+    pub(crate) fn sign_off(
+        &self,
+        token: &str,
+        tool: &str,
+        tool_call: &str,
+        action: [&str; 3],
+    ) -> bool {
+        let Some(actor) = lock(&self.0.tokens)
+            .get(token)
+            .map(|grant| grant.sub.clone())
+        else {
+            return false;
+        };
+        let [invoice, recipient, body] = action.map(str::to_owned);
+        lock(&self.0.sign_offs).push(Approval {
+            actor,
+            tool: tool.to_owned(),
+            invoice,
+            recipient,
+            body,
+            expires_at_ms: None,
+            tool_call: Some(tool_call.to_owned()),
+        });
+        true
+    }
+
+    /// The sign-offs given so far to `actor`'s tool calls.
+    pub(crate) fn sign_offs(&self, actor: &str) -> Vec<Approval> {
+        lock(&self.0.sign_offs)
+            .iter()
+            .filter(|approval| approval.actor == actor)
+            .cloned()
+            .collect()
+    }
+
+    /// `approval` as a target reads it: its tool by the service's name.
+    pub(crate) fn told(&self, approval: Approval) -> Approval {
+        Approval {
+            tool: self.service_name(&approval.tool).to_owned(),
+            ..approval
         }
     }
 
@@ -144,13 +219,16 @@ impl Grants {
     }
 }
 
-fn facts(token: &str, grant: &TokenGrant) -> GrantFacts {
-    GrantFacts {
-        token: token.to_owned(),
-        actor: grant.sub.clone(),
-        tenant: grant.tenant.clone(),
-        scope: grant.scope.join(" "),
-        active: grant.active,
+impl Grants {
+    /// A grant as an adapter is told it: in the service's names.
+    fn facts(&self, token: &str, grant: &TokenGrant) -> GrantFacts {
+        GrantFacts {
+            token: token.to_owned(),
+            actor: grant.sub.clone(),
+            tenant: grant.tenant.clone(),
+            scope: self.service_scope(&grant.scope.join(" ")),
+            active: grant.active,
+        }
     }
 }
 

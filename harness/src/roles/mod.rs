@@ -60,6 +60,8 @@ pub(crate) struct LiveTimes<'a> {
     /// The subjects of the trials the target's process served before this
     /// one: their requests are their trials' late work.
     pub earlier: BTreeMap<String, EarlierTrial>,
+    /// The service's own names for the suite's tools (`[request.tools]`).
+    pub tool_names: BTreeMap<String, String>,
 }
 
 /// The harness's side of one trial: the authority (with the agent's token
@@ -83,22 +85,25 @@ impl Cast {
             api,
             live,
         } = setting;
-        let (provider_retention, clock_waits, approval_expiries, earlier) = match live {
+        let (provider_retention, clock_waits, approval_expiries, earlier, tool_names) = match live {
             Some(live) => (
                 live.provider_retention,
                 live.clock_waits,
                 Some(live.approval_expiries),
                 live.earlier,
+                live.tool_names,
             ),
             None => (
                 trial.scenario.provider.retention,
                 BTreeMap::new(),
                 None,
                 BTreeMap::new(),
+                BTreeMap::new(),
             ),
         };
         let scenario = trial.scenario;
         let authority = Arc::new(Authority::new(timeline.clone()));
+        authority.name_tools(tool_names);
         for (tenant, token) in &trial.tokens {
             let (actor, tenant) = trial.caller(tenant);
             authority.grant(token, &actor, &tenant, &trial.scope());

@@ -52,16 +52,39 @@ pub(crate) struct Nemesis {
 pub(crate) struct AnswerFate {
     /// The exchange's fate: lost or delayed on its way to the agent.
     pub action: Option<Action>,
-    /// Re-plans of the answer's step the planner makes next: how many times,
-    /// worded how, one entry per fault.
-    pub replans: Vec<(u32, Wording)>,
+    /// Re-plans of the answer's step the planner makes next, one entry per fault.
+    pub replans: Vec<Replans>,
+}
+
+/// One fault's re-plans of a step, as the planner makes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Replans {
+    pub times: u32,
+    pub wording: Wording,
+    /// The fault (by index) whose human signs off each of them at the
+    /// authority before it is sent, when one does.
+    pub signed_off_by: Option<usize>,
+}
+
+/// A re-planned tool call a human signs off, as the agent decided it.
+pub(crate) struct SignOff<'a> {
+    /// The fault that has it signed off.
+    pub fault: usize,
+    /// The caller's bearer token: the authority knows the caller by it.
+    pub token: &'a str,
+    pub tool: &'a str,
+    pub call: u32,
+    pub decision: u32,
+    pub tool_use_id: &'a str,
+    /// What the call asks: invoice, recipient and body, empty where absent.
+    pub action: [&'a str; 3],
 }
 
 /// What the planner does at a moment, handed back to the agent, which asked.
 #[derive(Default)]
 struct ForThePlanner {
-    /// How many times, worded how, one entry per re-plan.
-    replans: Vec<(u32, Wording)>,
+    /// One entry per re-planning fault.
+    replans: Vec<Replans>,
     /// The gaps after which the step is executed again, one per second approval.
     second_approvals: Vec<Duration>,
 }
@@ -185,6 +208,33 @@ impl Nemesis {
         lock(&self.state).replay_after_call.take()
     }
 
+    /// A human signs off a re-planned tool call at the authority, as the
+    /// fault `sign_off.fault` has it: recorded where the target reads
+    /// approvals, and in the history, before the tool call is sent.
+    pub(crate) fn sign_off(&self, sign_off: SignOff<'_>) {
+        let SignOff {
+            fault,
+            token,
+            tool,
+            call,
+            decision,
+            tool_use_id,
+            action,
+        } = sign_off;
+        if self.grants.sign_off(token, tool, tool_use_id, action) {
+            self.record(
+                Happened::SignedOff {
+                    index: fault,
+                    call,
+                    decision,
+                },
+                format!(
+                    "a human signed off tool call {tool_use_id} (decision {decision} of call {call}) at the authority"
+                ),
+            );
+        }
+    }
+
     /// Called by the provider right after it acted on its Nth dispatch.
     pub(crate) fn after_commit(&self, nth: u32) {
         self.moment(Trigger::AfterCommit(nth));
@@ -269,9 +319,15 @@ impl Nemesis {
                         self.agent_crashes.send_modify(|crashes| *crashes += 1);
                     }
                 }
-                Action::Replan { times, wording } => {
-                    for_the_planner.replans.push((times, wording));
-                }
+                Action::Replan {
+                    times,
+                    wording,
+                    signed_off,
+                } => for_the_planner.replans.push(Replans {
+                    times,
+                    wording,
+                    signed_off_by: signed_off.then_some(index),
+                }),
                 Action::ApproveAgain { gap } => for_the_planner.second_approvals.push(gap),
                 Action::Interrupt => self.interrupts.send_modify(|interrupts| *interrupts += 1),
                 // A rule that acts on exchanges has no verdict at a moment.

@@ -737,6 +737,7 @@ mod tests {
                     clock_waits: BTreeMap::new(),
                     approval_expiries: &[],
                     earlier,
+                    tool_names: BTreeMap::new(),
                 }),
             },
         )

@@ -155,6 +155,12 @@ pub enum Policy {
     /// again, never answered with the first call's result as if it were
     /// its own.
     Refuse,
+    /// One effect per intent, bypassed only with a human's sign-off: a step
+    /// decided again that a human signed off at the authority (a `replan`
+    /// fault with `signed-off = true`: an approval naming that tool call,
+    /// recorded after it was decided) makes an effect of its own; one
+    /// without it coalesces into the first call's result.
+    SignOff,
 }
 
 impl Policy {

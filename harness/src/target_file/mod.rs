@@ -642,6 +642,17 @@ command = ["python3", "server.py"]
         assert_eq!(file.response.receipt.as_deref(), Some("/data/id"));
         assert_eq!(file.response.replayed_header, "X-Replayed");
         assert_eq!(file.response.outcomes["sent"], Outcome::Applied);
+        let tools = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[request.tools]\nsend_reminder = \"remind_customer\"\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            tools.way_in.tool_names(),
+            &std::collections::BTreeMap::from([(
+                "send_reminder".to_owned(),
+                "remind_customer".to_owned()
+            )])
+        );
     }
 
     #[test]
@@ -667,6 +678,14 @@ command = ["python3", "server.py"]
                 "leave it out of the template",
             ),
             ("[request]\nbody = \"xml\"\n", "expected `json` or `form`"),
+            (
+                "[request.tools]\nsend_reminder = \"remind customer\"\n",
+                "request.tools: 'remind customer' is not a tool name",
+            ),
+            (
+                "[request.tools]\nsend_reminder = 7\n",
+                "invalid type: integer `7`, expected a string",
+            ),
             ("[request]\nverb = \"POST\"\n", "unknown field `verb`"),
             (
                 "[response]\noutcome = \"status\"\n",

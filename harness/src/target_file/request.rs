@@ -24,6 +24,9 @@ pub(super) struct RequestFile {
     body: Option<BodyFile>,
     #[serde(default)]
     fields: Option<BTreeMap<String, String>>,
+    /// The suite's tool names, each to the service's own.
+    #[serde(default)]
+    tools: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -49,6 +52,16 @@ struct TokenFile {
 enum BodyFile {
     Json,
     Form,
+}
+
+/// Whether `name` can be a tool's name: it reaches a path, a field and the
+/// authority's scope (space-separated), so letters, digits, `_`, `-`, `.`.
+fn is_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 128
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || b"_-.".contains(&byte))
 }
 
 /// The methods a tool call may be sent with.
@@ -148,6 +161,16 @@ impl RequestFile {
             }
             None => None,
         };
+        for (suite, own) in &self.tools {
+            for name in [suite, own] {
+                if !is_tool_name(name) {
+                    return Err(format!(
+                        "request.tools: '{}' is not a tool name; use letters, digits, '_', '-' and '.', e.g. send_reminder = \"remind_customer\"",
+                        name.escape_debug()
+                    ));
+                }
+            }
+        }
         Ok(RequestMapping {
             method,
             path,
@@ -155,6 +178,7 @@ impl RequestFile {
             token,
             body,
             fields,
+            tools: self.tools,
         })
     }
 }

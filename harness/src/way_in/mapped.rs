@@ -39,6 +39,10 @@ pub struct RequestMapping {
     /// The body's fields, each a template; `None` sends the arguments as
     /// they are.
     pub fields: Option<BTreeMap<String, Template>>,
+    /// `[request.tools]`: a suite tool's name -> the service's own name for
+    /// it, which `{tool}` renders and the authority grants (a tool left out
+    /// keeps its name).
+    pub tools: BTreeMap<String, String>,
 }
 
 /// Where the operation id (the logical operation's key) goes.
@@ -72,6 +76,7 @@ impl Default for RequestMapping {
             token: TokenPlace::default(),
             body: BodyFormat::Json,
             fields: None,
+            tools: BTreeMap::new(),
         }
     }
 }
@@ -103,6 +108,10 @@ impl Mapping {
 }
 
 impl Way for Mapping {
+    fn tool_names(&self) -> &BTreeMap<String, String> {
+        &self.request.tools
+    }
+
     fn admit(&self, calls: &[CallArguments], target: &str) -> Result<(), String> {
         check_arguments(&self.request, target, calls)
     }
@@ -127,7 +136,16 @@ impl RequestMapping {
     /// Whether this is today's protocol: then the arguments go out as the
     /// bytes the model wrote (an equivalent payload stays byte-different).
     fn is_default(&self) -> bool {
-        *self == RequestMapping::default()
+        let shape = RequestMapping {
+            tools: BTreeMap::new(),
+            ..self.clone()
+        };
+        shape == RequestMapping::default()
+    }
+
+    /// The service's name for the suite's tool `tool`.
+    pub(crate) fn service_tool<'a>(&'a self, tool: &'a str) -> &'a str {
+        self.tools.get(tool).map_or(tool, String::as_str)
     }
 
     /// Every placeholder a template of this mapping uses that is neither a
@@ -157,6 +175,10 @@ impl RequestMapping {
         values: &CallValues<'_>,
         scenario_headers: &BTreeMap<String, String>,
     ) -> Request {
+        let values = &CallValues {
+            tool: self.service_tool(values.tool),
+            ..*values
+        };
         let arguments = match serde_json::from_slice::<Value>(values.arguments) {
             Ok(Value::Object(map)) => map,
             _ => serde_json::Map::new(),
@@ -552,6 +574,7 @@ mod tests {
                     Template::parse("for {invoice} {{x}}").unwrap(),
                 ),
             ])),
+            tools: BTreeMap::new(),
         };
         let arguments = Bytes::from_static(ARGUMENTS.as_bytes());
         let headers = BTreeMap::from([("X-Tenant".to_owned(), "south".to_owned())]);
@@ -566,6 +589,45 @@ mod tests {
         assert_eq!(
             body,
             serde_json::json!({"to": "billing@a.example", "cents": 4999, "note": "for inv 1/a {x}"})
+        );
+    }
+
+    /// `[request.tools]`: `{tool}` is the service's own name for the
+    /// suite's tool, in the path and the fields; a tool left out keeps its
+    /// name, and the protocol's body stays the model's bytes.
+    #[test]
+    fn request_tools_rename_the_tool_wherever_it_is_rendered() {
+        let tools = BTreeMap::from([("send_reminder".to_owned(), "remind_customer".to_owned())]);
+        let mapping = RequestMapping {
+            tools: tools.clone(),
+            fields: Some(BTreeMap::from([(
+                "action".to_owned(),
+                Template::parse("{tool}").unwrap(),
+            )])),
+            ..RequestMapping::default()
+        };
+        let arguments = Bytes::from_static(ARGUMENTS.as_bytes());
+        let request = mapping.build(&values(&arguments), &BTreeMap::new());
+        assert_eq!(request.path, "/tools/remind_customer");
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        assert_eq!(body, serde_json::json!({"action": "remind_customer"}));
+        let other = CallValues {
+            tool: "charge_card",
+            ..values(&arguments)
+        };
+        assert_eq!(
+            mapping.build(&other, &BTreeMap::new()).path,
+            "/tools/charge_card"
+        );
+        let only_renamed = RequestMapping {
+            tools,
+            ..RequestMapping::default()
+        };
+        let request = only_renamed.build(&values(&arguments), &BTreeMap::new());
+        assert_eq!(request.path, "/tools/remind_customer");
+        assert_eq!(
+            request.body, arguments,
+            "the protocol's body is the model's bytes"
         );
     }
 

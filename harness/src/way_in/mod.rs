@@ -63,6 +63,12 @@ ways! {
 /// One way in. Object-safe: the agent holds whichever the target file
 /// chose; each unit also has a `NAME` and a `DOC` line of its own.
 pub(crate) trait Way: Send + Sync {
+    /// The service's own names for the suite's tools (`[request.tools]`):
+    /// the authority grants and lists them by these names.
+    fn tool_names(&self) -> &BTreeMap<String, String> {
+        const NONE: &BTreeMap<String, String> = &BTreeMap::new();
+        NONE
+    }
     /// Whether every call of a scenario gives what this way needs; the
     /// reason when not. Asked once per cell, before any trial runs.
     fn admit(&self, _calls: &[CallArguments], _target: &str) -> Result<(), String> {
@@ -132,6 +138,10 @@ impl Default for WayIn {
 impl WayIn {
     pub(crate) fn admit(&self, calls: &[CallArguments], target: &str) -> Result<(), String> {
         self.unit().admit(calls, target)
+    }
+
+    pub(crate) fn tool_names(&self) -> &BTreeMap<String, String> {
+        self.unit().tool_names()
     }
 
     pub(crate) fn send<'a>(

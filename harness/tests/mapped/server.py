@@ -12,7 +12,8 @@ answers 201 {"status": "sent", "id": "<receipt>"}, the same with
 {"status": "in_progress"} while one is in flight, 422 {"status":
 "key_reused"} for a key seen with another body, 403 for a caller the
 authority does not allow, 503 {"error": ...} when the provider's answer is
-lost. REMINDERS_PENDING_MS > 0: each key is answered 409 in_progress with
+lost. REMINDERS_TOOL: the name the caller's scope must grant (default
+send_reminder). REMINDERS_PENDING_MS > 0: each key is answered 409 in_progress with
 `Retry-After: 1` for that long after its first request (a stale-claim
 window). REQUEST_LOG: a file each request's arrival is appended to.
 """
@@ -35,6 +36,9 @@ UPSTREAM_TIMEOUT = int(os.environ["CHAOS_UPSTREAM_TIMEOUT_MS"]) / 1000.0
 PENDING_FOR = int(os.environ.get("REMINDERS_PENDING_MS", "0")) / 1000.0
 REQUEST_LOG = os.environ.get("REQUEST_LOG")
 TOOL = "send_reminder"
+# The name this service grants and checks its tool by: a service of its own
+# calls it what it likes (a target file's [request.tools] maps the suite's).
+OWN_TOOL = os.environ.get("REMINDERS_TOOL", TOOL)
 
 lock = threading.Lock()
 # request key -> {"body": ..., "state": "in_progress" | "sent", "id": ..., "first": t}
@@ -103,7 +107,7 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(503, {"error": "the authority did not answer"})
             return
         grant = json.loads(grant[2])
-        if not grant.get("active") or TOOL not in (grant.get("scope") or "").split():
+        if not grant.get("active") or OWN_TOOL not in (grant.get("scope") or "").split():
             self.answer(403, {"error": "not allowed"})
             return
         arguments = {"invoice": invoice, "recipient": fields.get("to"),

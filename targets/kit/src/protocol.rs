@@ -330,6 +330,11 @@ pub struct Approval {
     /// which the approval no longer holds; absent, it never expires.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at_ms: Option<u64>,
+    /// A sign-off: the one tool call (its `X-Tool-Use-Id`) a human approved
+    /// mid-run, a step decided again that the tool's policy (`sign-off`)
+    /// executes only so approved. Absent on an approval of an action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call: Option<String>,
 }
 
 /// RFC 7662-style token introspection answer.

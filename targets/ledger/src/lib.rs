@@ -209,6 +209,10 @@ pub struct Options {
     /// The tool policy `refuse`: a step decided again (another tool call
     /// for an operation already claimed) is answered `rejected`.
     pub refuse_replans: bool,
+    /// The tool policy `sign-off`: a step decided again is executed as an
+    /// action of its own only when a human signed that tool call off at the
+    /// authority (`GET /approvals`); otherwise it coalesces.
+    pub sign_off_replans: bool,
 }
 
 impl Options {
@@ -219,6 +223,7 @@ impl Options {
             key_from: KeyFrom::Caller,
             weakness: None,
             refuse_replans: false,
+            sign_off_replans: false,
         }
     }
 
@@ -241,6 +246,7 @@ struct Ledger<S> {
     weakness: Option<Weakness>,
     key_from: KeyFrom,
     refuse_replans: bool,
+    sign_off_replans: bool,
     /// What the attempts in this process are doing with each operation now.
     at_work: Mutex<BTreeMap<Scope, Work>>,
 }
@@ -335,6 +341,10 @@ variants! {
         "runtime-ledger under the tool policy refuse: a step decided again (a new tool call for an executed step) is answered rejected, naming the first call, never executed nor replayed",
         AfterRetention::NewOperation,
         Options { key_from: KeyFrom::Structure, refuse_replans: true, ..Options::new(RETENTION) };
+    serve_signs_off_replans, signs_off_replans_info: "signs-off-replans",
+        "runtime-ledger under the tool policy sign-off: a step decided again is executed as an action of its own only if a human signed that tool call off at the authority (GET /approvals), and coalesces into the first call's result otherwise",
+        AfterRetention::NewOperation,
+        Options { key_from: KeyFrom::Structure, sign_off_replans: true, ..Options::new(RETENTION) };
     serve_assumes_delivered, assumes_delivered_info: "assumes-delivered",
         "WEAK: the ledger that takes a provider's silence for success: a request lost on its way is answered applied and never sent again",
         AfterRetention::NewOperation,
@@ -430,6 +440,7 @@ impl<S> Ledger<S> {
             weakness: options.weakness,
             key_from: options.key_from,
             refuse_replans: options.refuse_replans,
+            sign_off_replans: options.sign_off_replans,
             at_work: Mutex::new(BTreeMap::new()),
         }
     }
@@ -480,6 +491,7 @@ impl<S: RecordStore> Ledger<S> {
             Ok(key) => key,
             Err(why) => return rejected(&why),
         };
+        let actor = grant.sub.clone().unwrap_or_default();
         let tenant = match self.weakness {
             // WEAK: one tenant's key is every tenant's.
             Some(Weakness::Tenantless) => String::new(),
@@ -490,6 +502,17 @@ impl<S: RecordStore> Ledger<S> {
             tool: tool.to_owned(),
             key,
         };
+        let tool_call = request.header_value(chaos_kit::protocol::TOOL_USE_ID);
+        // The tool policy `sign-off`: a step decided again that a human
+        // signed off is an action of its own, under a key of its own, where
+        // that tool call's retries find it; unsigned, it coalesces below.
+        let scope = match (self.sign_off_replans, tool_call) {
+            (true, Some(this)) => match self.signed_off_scope(scope, &actor, this).await {
+                Ok(scope) => scope,
+                Err(answer) => return answer,
+            },
+            _ => scope,
+        };
         let now = self.env.clock.now_ms();
 
         // 3. The atomic claim: the store alone decides which attempt creates the
@@ -497,8 +520,7 @@ impl<S: RecordStore> Ledger<S> {
         let fingerprint = self.key_from.fingerprint(&arguments);
         let payload = canonical::canonical_json(&arguments);
         let mut fresh = Record::pending(&scope.to_string(), &payload, fingerprint, now);
-        let tool_call = request.header_value(chaos_kit::protocol::TOOL_USE_ID);
-        if self.refuse_replans {
+        if self.refuse_replans || self.sign_off_replans {
             fresh.tool_use_id = tool_call.map(str::to_owned);
         }
         let mut attempt = self.begin(&scope);
@@ -607,6 +629,46 @@ impl<S: RecordStore> Ledger<S> {
                 }
             }
         }
+    }
+
+    /// The scope tool call `this` works under, by the policy `sign-off`:
+    /// the operation's own, unless its record was claimed by another tool
+    /// call (this one is the step decided again) and a human signed this
+    /// one off at the authority; then a scope of its own. Unknown when the
+    /// approvals cannot be read: nothing is done on a guess.
+    async fn signed_off_scope(
+        &self,
+        scope: Scope,
+        actor: &str,
+        this: &str,
+    ) -> Result<Scope, AnswerBody> {
+        let first = match self.store.load(&scope).await {
+            Ok(Some(record)) => record.tool_use_id,
+            Ok(None) => None,
+            Err(error) => {
+                return Err(unknown(&format!(
+                    "the record store failed ({error}); nothing was done by this attempt"
+                )))
+            }
+        };
+        if first.is_none() || first.as_deref() == Some(this) {
+            return Ok(scope);
+        }
+        let Some(approvals) = upstream::approvals(&self.env, actor).await else {
+            return Err(unknown(
+                "the approvals could not be read: whether a human signed this re-plan off is unknown, and nothing was done by this attempt",
+            ));
+        };
+        let signed = approvals.iter().any(|approval| {
+            approval.tool_call.as_deref() == Some(this) && approval.tool == scope.tool
+        });
+        Ok(match signed {
+            true => Scope {
+                key: format!("{}/signed-off/{this}", scope.key),
+                ..scope
+            },
+            false => scope,
+        })
     }
 
     /// `conflict` when the key was first used with another payload (unless the
