@@ -445,7 +445,7 @@ fn hint(step: &Step, run: &RunOutput, target: &Target, tool: &str, hints: &mut V
 /// success was due: never to read it as one.
 fn refused(status: u16, read_as: Outcome, tool: &str) -> String {
     format!(
-        "HTTP {status} (read as {read_as}) is the service refusing the call to '{tool}', never a success: do not map it to applied. If the service does not know or allow the suite's tool '{tool}' (`chaos list` shows the tools and arguments the suite calls), let the caller use it; if the refusal is final, read it as one: [status] {status} = \"rejected\" (or \"failed\" when nothing was done and a retry may succeed)"
+        "HTTP {status} (read as {read_as}) is the service refusing the call to '{tool}', never a success: do not map it to applied. If the service does not know or allow the suite's tool '{tool}' (`chaos list` shows the tools and arguments the suite calls), let the caller use it, or, if the service knows it by another name, map it: [request.tools] {tool} = \"<the service's name>\" (the authority then grants that name); if the refusal is final, read it as one: [status] {status} = \"rejected\" (or \"failed\" when nothing was done and a retry may succeed)"
     )
 }
 
