@@ -417,6 +417,8 @@ impl<'a> OperationView<'a> {
                     Some(strict.binding(strict_epoch)),
                 ];
                 let epoch_starts_at = eager.starts[eager_epoch].max(strict.starts[strict_epoch]);
+                let epoch_starts_wall =
+                    eager.start_walls[eager_epoch].max(strict.start_walls[strict_epoch]);
                 let effects_by_answer: Vec<&Effect> = effects
                     .iter()
                     .copied()
@@ -425,7 +427,9 @@ impl<'a> OperationView<'a> {
                 let effects_of_epoch: Vec<&Effect> = effects_by_answer
                     .iter()
                     .copied()
-                    .filter(|effect| effect.at >= epoch_starts_at)
+                    .filter(|effect| {
+                        effect.at >= epoch_starts_at && effect.wall_clock_ms >= epoch_starts_wall
+                    })
                     .collect();
                 // Changed: another intent (what the action is), which must be
                 // refused. Unchanged: the very same arguments, which must not
@@ -657,6 +661,12 @@ pub(crate) struct Crowded<'a> {
 pub(crate) struct Epochs {
     /// When each epoch's first attempt was sent (run time, ms).
     pub starts: Vec<Ms>,
+    /// The wall clock (with any jump) when it was sent: an effect of the
+    /// epoch was committed no earlier. Run time alone cannot tell an effect
+    /// committed in the very millisecond the clock jumped, before the jump,
+    /// from the epoch the jump opened (explore found one told a reference
+    /// it never had).
+    pub start_walls: Vec<u64>,
     /// The payload fingerprint each epoch is bound to: its first dispatch's,
     /// or before any dispatch, its first attempt's.
     pub bindings: Vec<String>,
@@ -680,6 +690,7 @@ impl Epochs {
     ) -> Epochs {
         let mut epochs = Epochs {
             starts: Vec::new(),
+            start_walls: Vec::new(),
             bindings: Vec::new(),
             intents: Vec::new(),
             of_attempt: Vec::with_capacity(attempts.len()),
@@ -710,6 +721,7 @@ impl Epochs {
             anchor_wall = Some(anchor);
             if starts_epoch {
                 epochs.starts.push(attempt.sent_at);
+                epochs.start_walls.push(attempt.wall_clock_ms);
                 epochs.bindings.push(attempt.payload_fingerprint.clone());
                 epochs.intents.push(attempt.intent.clone());
             }
@@ -718,6 +730,7 @@ impl Epochs {
         }
         if epochs.starts.is_empty() {
             epochs.starts.push(0);
+            epochs.start_walls.push(0);
             let approved = &trial.operations[operation].approved;
             epochs.bindings.push(approved.fingerprint.clone());
             epochs.intents.push(approved.intent.clone());

@@ -832,8 +832,26 @@ impl<S: RecordStore> Ledger<S> {
                         "the provider's lookup lags by {} behind its commits, and the earlier dispatch is more recent: not found proves nothing yet; retry later",
                         humantime_like(contract.lookup.lag())
                     )),
-                    // The earlier dispatch never took effect: doing it now is the first time.
-                    Lookup::NotFound => self.dispatch(tool, scope, record).await,
+                    // The earlier dispatch never took effect: doing it now is
+                    // the first time. Said durably before it is sent, so that
+                    // a lookup after this process dies mid-send waits out the
+                    // lag from this send, not from the earlier one.
+                    Lookup::NotFound => {
+                        let resend = Record {
+                            resent_at_ms: Some(self.env.clock.now_ms()),
+                            dispatch_ended_at_ms: None,
+                            ..record
+                        };
+                        match self.store.settle(scope, &resend).await {
+                            Ok(true) => self.dispatch(tool, scope, resend).await,
+                            Ok(false) => unknown(
+                                "the operation's record changed under this attempt; retry to learn its outcome",
+                            ),
+                            Err(error) => unknown(&format!(
+                                "the record store failed ({error}); nothing was sent again"
+                            )),
+                        }
+                    }
                     Lookup::Unsupported | Lookup::Failed => {
                         unknown("the provider could not be asked about the earlier dispatch")
                     }
@@ -862,10 +880,13 @@ impl<S: RecordStore> Ledger<S> {
     fn lag_had_passed(&self, record: &Record, asked_at: u64) -> bool {
         let lag = millis(self.env.provider_contract.lookup.lag());
         // Without the time (a store that keeps no such column), the worst
-        // case: the dispatch ran its whole upstream timeout after the claim.
+        // case: the dispatch ran its whole upstream timeout after it began.
+        // A re-send that never ended (its process died) may have committed
+        // up to its own timeout after it started.
+        let started_at = record.resent_at_ms.unwrap_or(record.created_at_ms);
         let ended_at = record
             .dispatch_ended_at_ms
-            .unwrap_or_else(|| record.created_at_ms + millis(self.env.upstream_timeout));
+            .unwrap_or_else(|| started_at + millis(self.env.upstream_timeout));
         self.weakness == Some(Weakness::TrustsMissing) || asked_at.saturating_sub(ended_at) >= lag
     }
 

@@ -18,6 +18,13 @@ pub struct Record {
     /// nothing until the lag has passed since. Absent in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch_ended_at_ms: Option<u64>,
+    /// When a re-send after a lost answer started, written before it is
+    /// sent: if this process dies before that dispatch ends, the next
+    /// attempt's lookup must wait out the lag from here, not from the
+    /// earlier dispatch (explore found a second effect that way). Absent
+    /// before any re-send, and in stores that keep no such column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resent_at_ms: Option<u64>,
     /// The tool call (`X-Tool-Use-Id`) that claimed it, kept by a ledger
     /// whose tool policy refuses a step decided again. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,6 +69,7 @@ impl Record {
             downstream_key: format!("ledger-{}", canonical::fingerprint(scope)),
             created_at_ms: now_ms,
             dispatch_ended_at_ms: None,
+            resent_at_ms: None,
             tool_use_id: None,
             state: RecordState::Pending,
         }

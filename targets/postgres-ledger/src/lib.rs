@@ -301,6 +301,7 @@ fn record_of(row: &Row) -> Result<Record, StoreError> {
         created_at_ms: created_at_ms as u64,
         // Not a column: the ledger bounds it from the claim's time.
         dispatch_ended_at_ms: None,
+        resent_at_ms: None,
         // Not a column: only the simulator's refuses-replans keeps it.
         tool_use_id: None,
         state,
