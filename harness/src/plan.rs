@@ -396,6 +396,44 @@ pub(crate) fn attempt_id(seed: u64, call: u32, worker: u32, attempt: u32) -> Str
     format!("att-{seed:x}-{call}-{worker}-{attempt}")
 }
 
+/// The W3C trace id of an agent run (a conversation): one trace per run, so
+/// a target's own spans and the ones `--otlp` exports meet in it. A
+/// conversation holds several distinct actions, so a trace id is never an
+/// operation's identity: a layer keyed on it merges them.
+pub(crate) fn trace_id(run_id: &str) -> [u8; 16] {
+    let fingerprint = chaos_kit::canonical::fingerprint(run_id);
+    let mut id = [0u8; 16];
+    // The fingerprint's 12 bytes, right-aligned: the id the header has
+    // always carried (`{fingerprint:0>32}`).
+    for (at, pair) in fingerprint.as_bytes().chunks(2).enumerate() {
+        let hex = std::str::from_utf8(pair).unwrap_or("00");
+        id[4 + at] = u8::from_str_radix(hex, 16).unwrap_or(0);
+    }
+    id
+}
+
+/// The span id of one attempt: its `traceparent`'s parent id, which a
+/// target's server span names as its parent. Call, worker and attempt each
+/// have their bits (16, 16, 24), so concurrent workers' attempts differ and
+/// the top byte stays 0 (the other spans of an exported trace have theirs
+/// there, `report::otlp`); a call number is at least 1, so the id is never
+/// the invalid zero.
+pub(crate) fn attempt_span_id(call: u32, worker: u32, attempt: u32) -> u64 {
+    (u64::from(call & 0xffff) << 40)
+        | (u64::from(worker & 0xffff) << 24)
+        | u64::from(attempt & 0xff_ffff)
+}
+
+/// The `traceparent` header of an attempt (W3C Trace Context, sampled).
+pub(crate) fn traceparent(run_id: &str, call: u32, worker: u32, attempt: u32) -> String {
+    let trace: String = trace_id(run_id)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    let span = attempt_span_id(call, worker, attempt);
+    format!("00-{trace}-{span:016x}-01")
+}
+
 /// The model's id for tool call `decision` of call `call`: 1 for the step as
 /// first decided, 2 and on for each time it was decided again (a re-plan,
 /// another subagent, a second approval).

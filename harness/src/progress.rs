@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::trial::Judged;
+
 /// Hears how long work is going; called from worker threads.
 pub trait Observer: Sync {
     /// How many units (trials, cases) will run at most.
@@ -21,6 +23,9 @@ pub trait Observer: Sync {
     /// A cell of a sweep is done: all its trials (this shard's) were judged,
     /// or one could not run, which ends the cell.
     fn cell_finished(&self, _done: &CellDone<'_>) {}
+    /// A trial was judged, against the target in column `column` (named
+    /// `target`): what a run's trace export (`--otlp`) reads.
+    fn judged(&self, _column: usize, _target: &str, _judged: &Judged<'_>) {}
     fn finished(&self) {}
 }
 

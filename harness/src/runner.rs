@@ -98,6 +98,8 @@ pub fn run(
         let seed = sweep.seeds.first().wrapping_add(position % per_cell);
         let judged = trial::judge(driver.as_ref(), scenario, seed, cancel)?;
         fold.add(cell, &judged);
+        let column = cell % targets.len();
+        observer.judged(column, targets[column].name(), &judged);
         observer.progressed(done.fetch_add(1, Ordering::Relaxed) + 1);
         Some((cell, judged))
     };

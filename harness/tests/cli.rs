@@ -478,39 +478,6 @@ fn compare_exits_1_on_a_regression_and_0_without() {
     );
 }
 
-/// The documented GitHub Actions workflow (docs/github-actions.yml) only uses
-/// subcommands and flags chaos has, so copying it works.
-#[test]
-fn the_github_actions_example_uses_real_flags() {
-    let workflow =
-        std::fs::read_to_string(common::repo_root().join("docs/github-actions.yml")).unwrap();
-    // Join continued lines, then take every `-p chaos -- <subcommand> ...`.
-    let joined = workflow.replace("\\\n", " ");
-    let invocations: Vec<&str> = joined
-        .lines()
-        .filter_map(|line| line.split_once("-p chaos -- ").map(|(_, rest)| rest))
-        .collect();
-    let subcommands: Vec<&str> = invocations
-        .iter()
-        .map(|invocation| invocation.split_whitespace().next().unwrap())
-        .collect();
-    assert_eq!(subcommands, ["run", "merge"], "{invocations:?}");
-    for invocation in invocations {
-        let subcommand = invocation.split_whitespace().next().unwrap();
-        let help = common::chaos(&[subcommand, "--help"]);
-        let help = String::from_utf8_lossy(&help.stdout);
-        for flag in invocation
-            .split_whitespace()
-            .filter(|word| word.starts_with("--"))
-        {
-            assert!(
-                help.contains(&format!("{flag} ")) || help.contains(&format!("{flag}\n")),
-                "`chaos {subcommand}` has no {flag}: {help}"
-            );
-        }
-    }
-}
-
 // Issue 28 item 3: every finding has a page that says how to fix it, as
 // rustc's --explain does.
 #[test]

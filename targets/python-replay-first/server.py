@@ -346,6 +346,43 @@ def from_record(tool, record):
     return answer("unknown", 503, reason="the operation's outcome is not known yet")
 
 
+# ---- its own traces ----------------------------------------------------------
+
+# The OpenTelemetry variable a service reads for where its spans go. Set, each
+# tool call is one server span, in OTLP JSON, in the trace of the
+# `traceparent` it was called with: the way an instrumented service's spans
+# join chaos's `--otlp` trace (harness/tests/otlp.rs).
+OTLP_TRACES_ENDPOINT = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+
+
+def export_span(tool, traceparent, started_ns, status):
+    if not OTLP_TRACES_ENDPOINT or not traceparent:
+        return
+    parts = traceparent.split("-")
+    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
+        return
+    span = {
+        "traceId": parts[1],
+        "spanId": os.urandom(8).hex(),
+        "parentSpanId": parts[2],
+        "name": f"POST /tools/{tool}",
+        "kind": 2,  # SERVER
+        "startTimeUnixNano": str(started_ns),
+        "endTimeUnixNano": str(time.time_ns()),
+        "attributes": [
+            {"key": "http.response.status_code", "value": {"intValue": str(status)}},
+            {"key": "gen_ai.tool.name", "value": {"stringValue": tool}},
+        ],
+    }
+    body = {"resourceSpans": [{
+        "resource": {"attributes": [
+            {"key": "service.name", "value": {"stringValue": "python-replay-first"}}]},
+        "scopeSpans": [{"scope": {"name": "python-replay-first"}, "spans": [span]}],
+    }]}
+    call("POST", OTLP_TRACES_ENDPOINT, json.dumps(body).encode("utf-8"),
+         {"Content-Type": "application/json"})
+
+
 # ---- the tool call ---------------------------------------------------------
 
 def tool_call(tool, headers, raw_body):
@@ -477,7 +514,10 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(404, {}, {})
             return
         tool = self.path[len("/tools/"):]
-        self.reply(*tool_call(tool, self.headers, body))
+        started = time.time_ns()
+        status, headers, answer_body = tool_call(tool, self.headers, body)
+        self.reply(status, headers, answer_body)
+        export_span(tool, self.headers.get("traceparent"), started, status)
 
     def reply(self, status, headers, body):
         data = json.dumps(body).encode("utf-8")

@@ -7,10 +7,12 @@ use super::stdout::{errln, print_err};
 use super::{check_writable, load_scenarios, present, resolve_targets, say, ReportArgs};
 use crate::error::Error;
 use crate::exit::Exit;
-use crate::progress::{Bar, Lines, Observer};
+use crate::progress::{Bar, CellDone, Lines, Observer};
+use crate::report::otlp::{Destination, Exporter};
 use crate::scenario::Scenario;
 use crate::sweep::{Partition, Payloads, Seeds, Sweep, FAILURES_KEPT_PER_CELL};
 use crate::target::Target;
+use crate::trial::Judged;
 
 #[derive(Debug, clap::Args)]
 pub(super) struct RunArgs {
@@ -54,6 +56,13 @@ pub(super) struct RunArgs {
     /// absorbed) never fail a cell otherwise.
     #[arg(long, value_name = "WHAT", value_parser = ["warnings"])]
     deny: Option<String>,
+    /// Export each trial as an OpenTelemetry trace, in the trace its
+    /// attempts' `traceparent` opened (a target's own spans join it): to an
+    /// OTLP/HTTP collector (http://127.0.0.1:4318, protobuf; /v1/traces when
+    /// the URL names no path) or, any other value, to a file of OTLP JSON
+    /// lines. A failing collector is one warning, never a failed run.
+    #[arg(long, value_name = "URL|FILE", value_parser = Destination::parse)]
+    otlp: Option<Destination>,
     #[command(flatten)]
     reports: ReportArgs,
 }
@@ -133,8 +142,34 @@ pub(super) fn run(args: RunArgs) -> Result<Exit, Error> {
         (None, Some(lines)) => lines,
         (None, None) => &(),
     };
+    // Traces start before the run, so a file that cannot be written is said
+    // before any trial.
+    let exporter = args
+        .otlp
+        .map(|destination| {
+            Exporter::start(
+                destination,
+                targets.iter().map(Target::transport).collect(),
+                |warning| errln!("warning: {warning}"),
+            )
+        })
+        .transpose()
+        .map_err(Error::Usage)?;
+    let traced;
+    let observer: &dyn Observer = match &exporter {
+        Some(exporter) => {
+            traced = Traced { observer, exporter };
+            &traced
+        }
+        None => observer,
+    };
     let summary = crate::run(&scenarios, &targets, sweep, observer, &cancel);
     observer.finished();
+    // Every trace sent (or given up on) before the table, so a warning
+    // about them is not lost below it.
+    if let Some(exporter) = &exporter {
+        exporter.finish();
+    }
     // A signal that came before this point said nothing would be written.
     let summary = summary
         .filter(|_| signal::begin_writing())
@@ -229,4 +264,31 @@ fn retention_warnings(scenarios: &[Scenario], targets: &[Target]) -> Vec<String>
             })
         })
         .collect()
+}
+
+/// The run's observer, with each judged trial's trace exported (`--otlp`).
+struct Traced<'a> {
+    observer: &'a dyn Observer,
+    exporter: &'a Exporter,
+}
+
+impl Observer for Traced<'_> {
+    fn started(&self, total: u64) {
+        self.observer.started(total);
+    }
+    fn progressed(&self, done: u64) {
+        self.observer.progressed(done);
+    }
+    fn note(&self, message: String) {
+        self.observer.note(message);
+    }
+    fn cell_finished(&self, done: &CellDone<'_>) {
+        self.observer.cell_finished(done);
+    }
+    fn judged(&self, column: usize, target: &str, judged: &Judged<'_>) {
+        self.exporter.add(column, target, judged);
+    }
+    fn finished(&self) {
+        self.observer.finished();
+    }
 }

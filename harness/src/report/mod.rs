@@ -29,6 +29,7 @@ pub mod json;
 pub mod junit;
 pub mod markdown;
 pub mod merge;
+pub(crate) mod otlp;
 pub mod posture;
 pub mod record;
 pub mod replan;

@@ -20,7 +20,7 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::fault::{Action, LossMode, Wording};
 use crate::history::{Attempt, AttemptEnd};
-use crate::plan::{attempt_id, own_key, tool_use_id, Payload, Timing, Trial};
+use crate::plan::{attempt_id, own_key, tool_use_id, traceparent, Payload, Timing, Trial};
 use crate::roles::clock::Timeline;
 use crate::roles::nemesis::{Nemesis, Replans, SignOff};
 use crate::scenario::Identity;
@@ -279,7 +279,7 @@ async fn run_worker(
             let attempt_id = attempt_id(script.seed, call.number, worker, attempt);
             let sent_at = env.timeline.now();
             let wall_clock_ms = env.clock.now_ms();
-            let sent = send_attempt(script, call, &tool_call, &attempt_id, env, attempt);
+            let sent = send_attempt(script, call, &tool_call, &attempt_id, env, worker, attempt);
             let Sent {
                 end,
                 replans,
@@ -454,6 +454,7 @@ async fn send_attempt(
     tool_call: &ToolCall<'_>,
     attempt_id: &str,
     env: &AgentEnv,
+    worker: u32,
     attempt: u32,
 ) -> Sent {
     // Sent again for a second delivery: the same bytes, identities and all.
@@ -465,7 +466,7 @@ async fn send_attempt(
         token: &call.token,
         arguments: &tool_call.payload.bytes,
     };
-    let traceparent = traceparent(&script.run_id, call.number, attempt);
+    let traceparent = traceparent(&script.run_id, call.number, worker, attempt);
     let identities = [
         (ATTEMPT_ID, attempt_id),
         (RUN_ID, script.run_id.as_str()),
@@ -555,15 +556,6 @@ async fn send_attempt(
         redelivery,
         retry_after,
     }
-}
-
-/// A W3C trace context: one trace per conversation (the agent run), one span
-/// per attempt. A conversation holds several distinct actions, so a trace id
-/// is never an operation's identity: a layer keyed on it merges them.
-fn traceparent(run_id: &str, call: u32, attempt: u32) -> String {
-    let trace = chaos_kit::canonical::fingerprint(run_id);
-    let span = (u64::from(call) << 32) | u64::from(attempt);
-    format!("00-{trace:0>32}-{span:016x}-01")
 }
 
 fn millis(duration: Duration) -> u64 {
