@@ -210,6 +210,24 @@ pub fn render(summary: &Summary) -> String {
         }
         out.push_str("\n</details>\n");
     }
+    let declared = summary.declared_tools();
+    if !declared.is_empty() {
+        out.push_str("\n### MCP tools as their servers declare them\n\n");
+        out.push_str(
+            "Hints from `tools/list`, held to the ledger by `annotation-contradicted`.\n\n",
+        );
+        out.push_str("| target | MCP tool | called as | declared |\n|---|---|---|---|\n");
+        for (target, tool) in declared {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} |",
+                escape(target),
+                escape(&tool.mcp_tool),
+                escape(&tool.tool),
+                escape(&tool.hints())
+            );
+        }
+    }
     let notes = summary.expectation_notes();
     if !notes.is_empty() {
         out.push_str("\n### Expectations moved by a target's retention\n\n");
