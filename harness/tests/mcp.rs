@@ -122,6 +122,13 @@ fn the_naive_mcp_server_charges_again_and_contradicts_its_hint_the_correct_one_h
         "{stdout}"
     );
     assert!(stdout.contains("annotation-contradicted"), "{stdout}");
+    // An answer held past the agent's timeout: chaos cancels the call,
+    // MCP's own way, once per seed.
+    let held = cells(&naive)
+        .iter()
+        .find(|cell| cell["scenario"] == "lost-response-agent-hop")
+        .unwrap();
+    assert_eq!(held["mcp_cancelled"].as_u64(), Some(2), "{held:#}");
 
     let (code, stdout, stderr, correct, reports) = run(CORRECT, "mcp-correct");
     common::assert_valid_report(&correct);

@@ -138,6 +138,7 @@ impl<'a> Fold<'a> {
                 state.summary.add(verdict, dispatches, acts);
                 if let Some(mcp) = judged.run.as_ref().and_then(|run| run.history.mcp.as_ref()) {
                     state.summary.declare(&mcp.tools);
+                    state.summary.mcp_cancelled += mcp.cancelled.len() as u64;
                 }
                 state.summary.warn(seed, first_seed, verdict, || {
                     let column = &self.columns[cell % self.columns.len()];

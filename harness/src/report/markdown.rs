@@ -227,6 +227,22 @@ pub fn render(summary: &Summary) -> String {
                 escape(&tool.hints())
             );
         }
+        let cancelled: Vec<&CellSummary> = (summary.cells.iter())
+            .filter(|cell| cell.mcp_cancelled > 0)
+            .collect();
+        if !cancelled.is_empty() {
+            out.push_str("\nCalls chaos cancelled with `notifications/cancelled` when the agent's timeout passed:\n\n");
+            for cell in cancelled {
+                let _ = writeln!(
+                    out,
+                    "- {} × {}: {} over {} seed(s)",
+                    escape(&cell.scenario),
+                    escape(&cell.target),
+                    cell.mcp_cancelled,
+                    cell.seeds_run
+                );
+            }
+        }
     }
     let notes = summary.expectation_notes();
     if !notes.is_empty() {

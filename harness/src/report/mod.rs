@@ -190,6 +190,10 @@ impl AgentMeta {
     }
 }
 
+fn is_zero(count: &u64) -> bool {
+    *count == 0
+}
+
 fn is_new_operation(policy: &AfterRetention) -> bool {
     *policy == AfterRetention::NewOperation
 }
@@ -276,6 +280,11 @@ pub struct CellSummary {
     /// in `tools/list` (over every seed run, once each).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub declared_tools: Vec<crate::history::DeclaredTool>,
+    /// An MCP target: the `tools/call` requests chaos cancelled with
+    /// `notifications/cancelled` when the agent's timeout passed, over every
+    /// seed run.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mcp_cancelled: u64,
     /// The full record of the first non-passing seeds, in seed order: the
     /// first `failures_kept_per_cell`, plus the first failing and the first
     /// undecided one when they come later.
@@ -313,6 +322,7 @@ impl CellSummary {
             faults: faults::declared(scenario),
             seeds_all_faults_acted: 0,
             declared_tools: Vec::new(),
+            mcp_cancelled: 0,
             failures: Vec::new(),
         }
     }
@@ -519,6 +529,7 @@ impl CellSummary {
         }
         self.seeds_all_faults_acted += other.seeds_all_faults_acted;
         self.declare(&other.declared_tools);
+        self.mcp_cancelled += other.mcp_cancelled;
         if let Some(not_run) = other.not_run {
             NotRun::absorb(&mut self.not_run, not_run, first_seed);
         }

@@ -30,7 +30,9 @@ use rmcp::model::{CallToolResult, ListToolsResult, ProtocolVersion, Tool};
 use serde_json::{json, Value};
 
 use super::mapped::{ResponseMapping, Template};
-use super::{CallArguments, CallValues, Outgoing, Ready, Readying, Reply, Sending, Way};
+use super::{
+    CallArguments, CallValues, Cancelling, Outgoing, Ready, Readying, Reply, Sending, Way,
+};
 use crate::history::{Answer, DeclaredTool, McpSeen};
 
 /// The `[mcp]` table, read.
@@ -95,7 +97,15 @@ struct State {
     /// The attempts whose `tools/call` chaos cancelled (its own timeout),
     /// with `notifications/cancelled`: by attempt id.
     cancelled: Mutex<Vec<String>>,
+    /// The request id and session of each answered attempt, by attempt id,
+    /// until the agent says whether it waited for it: a fault may hold the
+    /// answer past its timeout, and then the call is cancelled.
+    answered: Mutex<HashMap<String, (u64, Session)>>,
 }
+
+/// Most answered attempts remembered for a cancel: a run's attempts are
+/// judged as they end, so only the latest few can still be timed out.
+const MOST_ANSWERED: usize = 4096;
 
 #[derive(Debug, Clone)]
 struct Session {
@@ -409,6 +419,13 @@ impl Mcp {
                 lock(&self.state.sessions).remove(target);
                 continue;
             }
+            {
+                let mut answered = lock(&self.state.answered);
+                if answered.len() >= MOST_ANSWERED {
+                    answered.clear();
+                }
+                answered.insert(attempt.to_owned(), (id, session.clone()));
+            }
             return Ok(Reply {
                 answer: self.read_call(&response, id),
                 retry_after: super::mapped::retry_after(&response),
@@ -552,6 +569,20 @@ impl Way for Mcp {
                     Ready::NotYet(format!("initialize: {failure}"))
                 }
                 Err(Handshake::Refused(why)) => Ready::NotYet(why),
+            }
+        })
+    }
+
+    fn timed_out<'a>(
+        &'a self,
+        http: &'a Client,
+        target: &'a str,
+        attempt: &'a str,
+    ) -> Cancelling<'a> {
+        Box::pin(async move {
+            let answered = lock(&self.state.answered).remove(attempt);
+            if let Some((id, session)) = answered {
+                self.cancel(http, target, &session, id, attempt).await;
             }
         })
     }

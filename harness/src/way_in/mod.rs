@@ -104,6 +104,17 @@ pub(crate) trait Way: Send + Sync {
             }
         })
     }
+    /// The agent gave up waiting for attempt `attempt`'s answer (a fault
+    /// held it past the agent's timeout): a way in whose protocol has a
+    /// cancel says so to the target. Nothing, unless it has one.
+    fn timed_out<'a>(
+        &'a self,
+        _http: &'a Client,
+        _target: &'a str,
+        _attempt: &'a str,
+    ) -> Cancelling<'a> {
+        Box::pin(std::future::ready(()))
+    }
     /// What [`Way::ready`] waits for, as an error says it was not done.
     fn readiness(&self, addr: &str) -> String {
         format!("answer GET /healthz on {addr} with 200")
@@ -117,6 +128,9 @@ pub(crate) trait Way: Send + Sync {
 
 /// What an attempt comes back with.
 pub(crate) type Sending<'a> = Pin<Box<dyn Future<Output = Result<Reply, CallFailure>> + Send + 'a>>;
+
+/// A cancel on its way.
+pub(crate) type Cancelling<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
 /// Whether a target is ready.
 pub(crate) type Readying<'a> = Pin<Box<dyn Future<Output = Ready> + Send + 'a>>;
@@ -198,6 +212,15 @@ impl WayIn {
         new_process: bool,
     ) -> Readying<'a> {
         self.unit().ready(http, target, timeout, new_process)
+    }
+
+    pub(crate) fn timed_out<'a>(
+        &'a self,
+        http: &'a Client,
+        target: &'a str,
+        attempt: &'a str,
+    ) -> Cancelling<'a> {
+        self.unit().timed_out(http, target, attempt)
     }
 
     pub(crate) fn readiness(&self, addr: &str) -> String {
