@@ -36,6 +36,62 @@ pub struct History {
     pub authorizations: Vec<AuthDecision>,
     /// When the agent finished, or when the run was cut short.
     pub ended_at: Ms,
+    /// What an MCP target declared and what its client did, when the
+    /// target was reached over MCP.
+    pub mcp: Option<McpSeen>,
+}
+
+/// What chaos, as an MCP client, saw of a server during one trial.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpSeen {
+    /// The annotations of each tool the trial called, as `tools/list`
+    /// declared them.
+    pub tools: Vec<DeclaredTool>,
+    /// The attempts whose `tools/call` chaos cancelled with
+    /// `notifications/cancelled` when its timeout passed.
+    pub cancelled: Vec<String>,
+    /// `initialize` handshakes completed with the target so far in the run
+    /// (one per server process, and again after a restart).
+    pub sessions: u64,
+}
+
+/// One tool's annotations, as an MCP server declared them: hints a client
+/// must not trust (MCP 2025-11-25, "Tools"), which chaos holds to the ledger.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct DeclaredTool {
+    /// The scenario's tool it answers for.
+    pub tool: String,
+    /// Its name on the server.
+    pub mcp_tool: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_world: Option<bool>,
+}
+
+impl DeclaredTool {
+    /// `readOnlyHint: false, idempotentHint: true` (only the hints declared).
+    pub fn hints(&self) -> String {
+        let hints: Vec<String> = [
+            ("readOnlyHint", self.read_only),
+            ("destructiveHint", self.destructive),
+            ("idempotentHint", self.idempotent),
+            ("openWorldHint", self.open_world),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| value.map(|value| format!("{name}: {value}")))
+        .collect();
+        if hints.is_empty() {
+            "no hints".into()
+        } else {
+            hints.join(", ")
+        }
+    }
 }
 
 /// One transport attempt of one logical operation.

@@ -30,6 +30,7 @@ impl Check {
             Check::ReceiptMismatch => include_str!("pages/receipt-mismatch.md"),
             Check::ExpiredNotRefused => include_str!("pages/expired-not-refused.md"),
             Check::ExpiredNotReconciled => include_str!("pages/expired-not-reconciled.md"),
+            Check::AnnotationContradicted => include_str!("pages/annotation-contradicted.md"),
             Check::DuplicateEffect => include_str!("pages/duplicate-effect.md"),
             Check::MissingEffect => include_str!("pages/missing-effect.md"),
             Check::ExtraDispatch => include_str!("pages/extra-dispatch.md"),

@@ -19,6 +19,8 @@
 //!   allow held (`refuse`: a step decided again refused explicitly);
 //! - [`faults`]: whether every declared fault acted (a trial that tested
 //!   nothing is `unknown`);
+//! - [`annotations`]: whether an MCP tool's declared hints
+//!   (`idempotentHint`, `readOnlyHint`) held against the ledger;
 //! - [`race`]: warnings, which never fail a trial unless denied: a race the
 //!   provider's idempotency key absorbed.
 //!
@@ -26,6 +28,7 @@
 //! finish is `unknown` unless what it recorded already fails, and a checker
 //! that errors makes the verdict `unknown`, never a pass.
 
+mod annotations;
 mod authorization;
 mod disclosure;
 mod effects;
@@ -124,6 +127,10 @@ pub enum Check {
     /// Past its declared retention, a target whose policy is `reconcile`
     /// dispatched without looking the key up first, or despite finding it.
     ExpiredNotReconciled,
+    /// An MCP tool declared a hint the ledger contradicts: `idempotentHint:
+    /// true` and a second effect for an identical retried call, or
+    /// `readOnlyHint: true` and any effect.
+    AnnotationContradicted,
     /// More effects than the operation may have.
     DuplicateEffect,
     /// Fewer effects than expected: the operation was abandoned.
@@ -162,7 +169,7 @@ pub enum Check {
 impl Check {
     /// Every check with its name, most specific first: the one table names
     /// come from (reports, the schema's enum, the README).
-    pub const ALL: [(Check, &'static str); 28] = [
+    pub const ALL: [(Check, &'static str); 29] = [
         (Check::WrongDecision, "wrong-decision"),
         (Check::Disclosure, "disclosure"),
         (
@@ -185,6 +192,7 @@ impl Check {
         (Check::ReceiptMismatch, "receipt-mismatch"),
         (Check::ExpiredNotRefused, "expired-not-refused"),
         (Check::ExpiredNotReconciled, "expired-not-reconciled"),
+        (Check::AnnotationContradicted, "annotation-contradicted"),
         (Check::DuplicateEffect, "duplicate-effect"),
         (Check::MissingEffect, "missing-effect"),
         (Check::ExtraDispatch, "extra-dispatch"),
@@ -217,7 +225,8 @@ impl Check {
             | Check::DispatchedAfterRevocation
             | Check::DeniedButDispatched
             | Check::WrongDecision
-            | Check::HeldWithEffect => 0,
+            | Check::HeldWithEffect
+            | Check::AnnotationContradicted => 0,
             Check::MissingEffect
             | Check::ExpiredNotRefused
             | Check::ExpiredNotReconciled
@@ -430,7 +439,7 @@ type Checker = fn(&RunView<'_>, &mut Findings);
 
 /// Every family, in the order they run (the order of findings is the
 /// [`Anchor`]'s, not this one).
-const CHECKERS: [(&str, Checker); 10] = [
+const CHECKERS: [(&str, Checker); 11] = [
     ("authorization", authorization::check),
     ("effects", effects::check),
     ("payload", payload::check),
@@ -440,6 +449,7 @@ const CHECKERS: [(&str, Checker); 10] = [
     ("retention", retention::check),
     ("liveness", liveness::check),
     ("faults", faults::check),
+    ("annotations", annotations::check),
     ("race", race::check),
 ];
 

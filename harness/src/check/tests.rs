@@ -192,6 +192,8 @@ pub(crate) struct Case {
     decisions: Vec<(u32, u32, bool)>,
     /// What the target declares a retry past its retention gets.
     after_retention: AfterRetention,
+    /// What an MCP server declared, when the target is one.
+    mcp: Option<crate::history::McpSeen>,
 }
 
 /// What the tool call now deciding a call carries.
@@ -215,7 +217,17 @@ impl Case {
             jumps: Vec::new(),
             decisions: Vec::new(),
             after_retention: AfterRetention::NewOperation,
+            mcp: None,
         }
+    }
+
+    /// An MCP server that declared `tools` in its `tools/list`.
+    pub(crate) fn declared(mut self, tools: Vec<crate::history::DeclaredTool>) -> Case {
+        self.mcp = Some(crate::history::McpSeen {
+            tools,
+            ..Default::default()
+        });
+        self
     }
 
     /// The target's declared policy past its retention.
@@ -633,6 +645,7 @@ impl Case {
                 faults: self.faults.clone(),
                 authorizations: Vec::new(),
                 ended_at,
+                mcp: self.mcp.clone(),
             },
             ledger: self.ledger.clone(),
             error: None,
@@ -690,6 +703,7 @@ fn a_failure_dominates_an_incomplete_run() {
             faults: Vec::new(),
             authorizations: Vec::new(),
             ended_at: 7,
+            mcp: None,
         },
         ledger: run.ledger.clone(),
         error: Some("the simulation stopped".into()),

@@ -55,11 +55,12 @@ pub(crate) enum Error {
         status: String,
         stderr: String,
     },
-    #[error("target '{target}' (`{command}`) did not answer GET /healthz on {addr} with 200 within {} (last: {last}); the last lines of its stderr:\n{stderr}", humantime::format_duration(*timeout))]
+    #[error("target '{target}' (`{command}`) did not {readiness} within {} (last: {last}); the last lines of its stderr:\n{stderr}", humantime::format_duration(*timeout))]
     NeverReady {
         target: String,
         command: String,
-        addr: String,
+        /// What ready means for its way in: `answer GET /healthz on {addr} with 200`.
+        readiness: String,
         timeout: Duration,
         last: String,
         stderr: String,
@@ -78,6 +79,8 @@ pub(crate) enum Error {
         addr: String,
     },
 
+    #[error("target '{target}' cannot be tested as its target file says: {why}")]
+    Untestable { target: String, why: String },
     #[error("target '{target}' [effects]: {why}")]
     Effects { target: String, why: String },
     #[error("target '{target}': {why}; the run cannot be judged on a grant its store never got (fix the command in the target file's [authority], and try it by hand)")]

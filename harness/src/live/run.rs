@@ -161,6 +161,11 @@ async fn drive(
         process.kill();
     }
     let mut output = cast.finish(timeline.now(), error.map(|error| error.to_string()));
+    let called = trial.calls.iter().map(|call| call.tool.clone()).collect();
+    let attempts = (output.history.attempts.iter())
+        .map(|attempt| attempt.attempt_id.as_str())
+        .collect();
+    output.history.mcp = target.way_in.seen(&called, &attempts);
     starts
         .late
         .fetch_add(output.ledger.late.len() as u64, Ordering::Relaxed);
@@ -223,7 +228,7 @@ async fn start_or_reuse(
     if let Some(mut running) = slot.running.take().filter(|_| reusable(trial, target)) {
         let wanted = launch(target, trial, time, &running.dir, addrs);
         let same = wanted.env == running.launch.env && running.process.exited().is_none();
-        if same && healthy(&addrs.target).await {
+        if same && healthy(target, &addrs.target).await {
             return Ok(Some((
                 running.launch,
                 running.process,

@@ -7,13 +7,16 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use chaos_kit::http::{self, Request};
+use std::sync::Arc;
+
+use chaos_kit::http::Client;
 use chaos_kit::net::TcpNetwork;
 use chaos_kit::process as env_vars;
 use chaos_kit::protocol::LookupCapability;
 
 use crate::plan::Trial;
 use crate::target_file::{RunFacts, TargetFile};
+use crate::way_in::Ready;
 
 use super::error::{Error, Result};
 use super::launch::{describe_exit, Launch, TargetProcess};
@@ -152,8 +155,9 @@ pub(super) fn launch(
     }
 }
 
-/// Starts the target and waits until `GET /healthz` answers 200; `None` when
-/// cancelled meanwhile.
+/// Starts the target and waits until its way in says it is ready (`GET
+/// /healthz` answers 200, or an MCP server completed its handshake); `None`
+/// when cancelled meanwhile.
 pub(super) async fn start(
     launch: &Launch,
     addr: &str,
@@ -162,6 +166,7 @@ pub(super) async fn start(
 ) -> Result<Option<TargetProcess>> {
     let mut process = TargetProcess::spawn(launch)?;
     let deadline = Instant::now() + target.ready_timeout;
+    let probe = Client::new(Arc::new(TcpNetwork));
     loop {
         if cancel.load(Ordering::Relaxed) {
             return Ok(None);
@@ -175,29 +180,34 @@ pub(super) async fn start(
             }
             .into());
         }
-        let last =
-            match http::call(&TcpNetwork, addr, Request::get("/healthz"), PROBE_TIMEOUT).await {
-                Ok(response) if response.status == 200 => {
-                    let port = addr.rsplit(':').next().and_then(|port| port.parse().ok());
-                    let taken = port.and_then(|port| held_by_group(port, process.group()));
-                    if taken == Some(false) {
-                        return Err(Error::PortTaken {
-                            target: target.name.clone(),
-                            addr: addr.to_owned(),
-                            stderr: process.stderr_tail(),
-                        }
-                        .into());
+        let last = match target.way_in.ready(&probe, addr, PROBE_TIMEOUT, true).await {
+            Ready::Yes => {
+                let port = addr.rsplit(':').next().and_then(|port| port.parse().ok());
+                let taken = port.and_then(|port| held_by_group(port, process.group()));
+                if taken == Some(false) {
+                    return Err(Error::PortTaken {
+                        target: target.name.clone(),
+                        addr: addr.to_owned(),
+                        stderr: process.stderr_tail(),
                     }
-                    return Ok(Some(process));
+                    .into());
                 }
-                Ok(response) => format!("status {}", response.status),
-                Err(failure) => failure.to_string(),
-            };
+                return Ok(Some(process));
+            }
+            Ready::Refused(why) => {
+                return Err(Error::Untestable {
+                    target: target.name.clone(),
+                    why,
+                }
+                .into())
+            }
+            Ready::NotYet(last) => last,
+        };
         if Instant::now() >= deadline {
             return Err(Error::NeverReady {
                 target: target.name.clone(),
                 command: launch.display(),
-                addr: addr.to_owned(),
+                readiness: target.way_in.readiness(addr),
                 timeout: target.ready_timeout,
                 last,
                 stderr: process.stderr_tail(),
@@ -209,11 +219,13 @@ pub(super) async fn start(
 }
 
 /// One readiness probe of a kept process.
-pub(super) async fn healthy(addr: &str) -> bool {
-    matches!(
-        http::call(&TcpNetwork, addr, Request::get("/healthz"), PROBE_TIMEOUT).await,
-        Ok(response) if response.status == 200
-    )
+pub(super) async fn healthy(target: &TargetFile, addr: &str) -> bool {
+    let probe = Client::new(Arc::new(TcpNetwork));
+    target
+        .way_in
+        .ready(&probe, addr, PROBE_TIMEOUT, false)
+        .await
+        == Ready::Yes
 }
 
 /// Refuses a target that listens on its port beyond 127.0.0.1.

@@ -136,6 +136,10 @@ impl<'a> Fold<'a> {
                     .map(|run| u32::try_from(run.ledger.dispatches.len()).unwrap_or(u32::MAX));
                 let acts = (judged.run.as_ref()).map(|run| run.history.faults.as_slice());
                 state.summary.add(verdict, dispatches, acts);
+                if let Some(mcp) = judged.run.as_ref().and_then(|run| run.history.mcp.as_ref()) {
+                    state.summary.declare(&mcp.tools);
+                    state.summary.mcp_cancelled += mcp.cancelled.len() as u64;
+                }
                 state.summary.warn(seed, first_seed, verdict, || {
                     let column = &self.columns[cell % self.columns.len()];
                     let path = judged.trial.scenario.path.display().to_string();

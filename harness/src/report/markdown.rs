@@ -210,6 +210,40 @@ pub fn render(summary: &Summary) -> String {
         }
         out.push_str("\n</details>\n");
     }
+    let declared = summary.declared_tools();
+    if !declared.is_empty() {
+        out.push_str("\n### MCP tools as their servers declare them\n\n");
+        out.push_str(
+            "Hints from `tools/list`, held to the ledger by `annotation-contradicted`.\n\n",
+        );
+        out.push_str("| target | MCP tool | called as | declared |\n|---|---|---|---|\n");
+        for (target, tool) in declared {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} |",
+                escape(target),
+                escape(&tool.mcp_tool),
+                escape(&tool.tool),
+                escape(&tool.hints())
+            );
+        }
+        let cancelled: Vec<&CellSummary> = (summary.cells.iter())
+            .filter(|cell| cell.mcp_cancelled > 0)
+            .collect();
+        if !cancelled.is_empty() {
+            out.push_str("\nCalls chaos cancelled with `notifications/cancelled` when the agent's timeout passed:\n\n");
+            for cell in cancelled {
+                let _ = writeln!(
+                    out,
+                    "- {} × {}: {} over {} seed(s)",
+                    escape(&cell.scenario),
+                    escape(&cell.target),
+                    cell.mcp_cancelled,
+                    cell.seeds_run
+                );
+            }
+        }
+    }
     let notes = summary.expectation_notes();
     if !notes.is_empty() {
         out.push_str("\n### Expectations moved by a target's retention\n\n");

@@ -191,6 +191,10 @@ impl AgentMeta {
     }
 }
 
+fn is_zero(count: &u64) -> bool {
+    *count == 0
+}
+
 fn is_new_operation(policy: &AfterRetention) -> bool {
     *policy == AfterRetention::NewOperation
 }
@@ -273,6 +277,15 @@ pub struct CellSummary {
     /// a cell with such faults: the cell is vacuous, nothing was tested.
     #[serde(default)]
     pub seeds_all_faults_acted: u64,
+    /// An MCP target: each tool the cell called, as its server declared it
+    /// in `tools/list` (over every seed run, once each).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub declared_tools: Vec<crate::history::DeclaredTool>,
+    /// An MCP target: the `tools/call` requests chaos cancelled with
+    /// `notifications/cancelled` when the agent's timeout passed, over every
+    /// seed run.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mcp_cancelled: u64,
     /// The full record of the first non-passing seeds, in seed order: the
     /// first `failures_kept_per_cell`, plus the first failing and the first
     /// undecided one when they come later.
@@ -309,8 +322,20 @@ impl CellSummary {
             warnings: Vec::new(),
             faults: faults::declared(scenario),
             seeds_all_faults_acted: 0,
+            declared_tools: Vec::new(),
+            mcp_cancelled: 0,
             failures: Vec::new(),
         }
+    }
+
+    /// Folds in what an MCP server declared in one seed's run.
+    pub(crate) fn declare(&mut self, tools: &[crate::history::DeclaredTool]) {
+        for tool in tools {
+            if !self.declared_tools.contains(tool) {
+                self.declared_tools.push(tool.clone());
+            }
+        }
+        self.declared_tools.sort();
     }
 
     /// One line per declared fault: on how many seeds it acted, and what it did.
@@ -504,6 +529,8 @@ impl CellSummary {
             CellWarning::absorb(&mut self.warnings, warning, first_seed);
         }
         self.seeds_all_faults_acted += other.seeds_all_faults_acted;
+        self.declare(&other.declared_tools);
+        self.mcp_cancelled += other.mcp_cancelled;
         if let Some(not_run) = other.not_run {
             NotRun::absorb(&mut self.not_run, not_run, first_seed);
         }
@@ -548,6 +575,22 @@ impl CellSummary {
 }
 
 impl Summary {
+    /// Each tool an MCP target declared, once per target, in target order:
+    /// what `annotation-contradicted` held to the ledger.
+    pub fn declared_tools(&self) -> Vec<(&str, &crate::history::DeclaredTool)> {
+        let mut declared: Vec<(&str, &crate::history::DeclaredTool)> = Vec::new();
+        for target in &self.targets {
+            for cell in (self.cells.iter()).filter(|cell| cell.target == target.name) {
+                for tool in &cell.declared_tools {
+                    if !declared.contains(&(target.name.as_str(), tool)) {
+                        declared.push((target.name.as_str(), tool));
+                    }
+                }
+            }
+        }
+        declared
+    }
+
     /// A summary of targets of any transport; its `transport` is `sim`, `live`
     /// or `sim+live`.
     pub fn for_targets(

@@ -177,6 +177,14 @@ pub fn render_failures(summary: &Summary) -> String {
         out.push_str(&format!("note: {note}\n"));
     }
     out.push_str(&render_causes(summary));
+    for (target, tool) in summary.declared_tools() {
+        out.push_str(&format!(
+            "declared {target}: MCP tool '{}' (called as {}): {}\n",
+            tool.mcp_tool,
+            tool.tool,
+            tool.hints()
+        ));
+    }
     out
 }
 

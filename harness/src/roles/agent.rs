@@ -509,6 +509,10 @@ async fn send_attempt(
         Some(Action::LoseAnswer { mode, .. }) => {
             if mode == LossMode::Hold {
                 tokio::time::sleep_until(deadline).await;
+                // The agent timed out: a protocol with a cancel sends it.
+                env.way_in
+                    .timed_out(&env.http, &env.target, attempt_id)
+                    .await;
             }
             AttemptEnd::Lost {
                 mode,
@@ -520,6 +524,9 @@ async fn send_attempt(
         Some(Action::DelayAnswer { by, .. }) => {
             if tokio::time::Instant::now() + by >= deadline {
                 tokio::time::sleep_until(deadline).await;
+                env.way_in
+                    .timed_out(&env.http, &env.target, attempt_id)
+                    .await;
                 AttemptEnd::Failed {
                     failure: CallFailure::Timeout,
                 }

@@ -209,6 +209,7 @@ impl Cast {
                 faults: self.nemesis.events(),
                 authorizations: self.authority.decisions(),
                 ended_at,
+                mcp: None,
             },
             ledger: self.provider.ledger(),
             error,

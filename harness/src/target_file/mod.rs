@@ -33,6 +33,9 @@
 //! revoke = ["psql", "...", "-v", "token={token}", "-v", "active={active}", "-f", "revoke.sql"]
 //! [provider]                          # optional: the API chaos's provider speaks
 //! api = "smtp"                        # "chaos" (default: HTTP, docs/target-protocol.md §4), "stripe" or "smtp"
+//!
+//! [mcp]                               # optional: the target is an MCP server (see `mcp.rs`)
+//! transport = "streamable-http"
 //! ```
 //!
 //! Config only: this folder imports nothing of the run. The file is read in
@@ -46,6 +49,7 @@ mod agent;
 mod authority;
 mod effects;
 mod env;
+mod mcp;
 mod provider;
 mod request;
 mod response;
@@ -147,7 +151,11 @@ impl TargetFile {
 
     /// The `[response]` mapping, when the file reads answers its own way.
     pub(crate) fn reads_its_own_outcomes(&self) -> bool {
-        matches!(&self.way_in, WayIn::Mapped(Mapping { response, .. }) if response.outcome.is_some())
+        match &self.way_in {
+            WayIn::Mapped(Mapping { response, .. }) => response.outcome.is_some(),
+            WayIn::Mcp(mcp) => mcp.response.outcome.is_some(),
+            WayIn::Protocol(_) => false,
+        }
     }
 }
 
@@ -218,6 +226,8 @@ struct File {
     response: Option<Spanned<response::ResponseFile>>,
     #[serde(default)]
     agent: Option<Spanned<agent::AgentFile>>,
+    #[serde(default)]
+    mcp: Option<Spanned<mcp::McpFile>>,
 }
 
 fn default_ready_timeout() -> Duration {
@@ -320,9 +330,17 @@ impl File {
         let provider_api = provider::validate(self.provider, effects.is_some(), &errors)?;
         let request = request::validate(self.request, &errors)?;
         let response = response::validate(self.response, &status, &errors)?;
-        let way_in = match (request, response) {
-            (None, None) => WayIn::Protocol(Protocol::with_status(status.clone())),
-            (request, response) => WayIn::Mapped(Mapping {
+        let mcp = mcp::validate(
+            self.mcp,
+            response.clone(),
+            request.is_some(),
+            !status.is_empty(),
+            &errors,
+        )?;
+        let way_in = match (mcp, request, response) {
+            (Some(mcp), _, _) => WayIn::Mcp(mcp),
+            (None, None, None) => WayIn::Protocol(Protocol::with_status(status.clone())),
+            (None, request, response) => WayIn::Mapped(Mapping {
                 request: request.unwrap_or_default(),
                 response: response.unwrap_or_else(|| {
                     crate::way_in::mapped::ResponseMapping::with_status(status.clone())
@@ -719,6 +737,75 @@ command = ["python3", "server.py"]
             (
                 "[agent]\nbackoff = \"fast\"\n",
                 "write a range like \"20ms..60ms\"",
+            ),
+        ] {
+            let message = parse(&format!("name = \"a\"\n{MINIMAL}{table}"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                message.starts_with("targets/example/target.toml:"),
+                "{table}: {message}"
+            );
+            assert!(message.contains(says), "{table}: {message}");
+        }
+    }
+
+    #[test]
+    fn an_mcp_table_is_the_mcp_way_in() {
+        let file = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[mcp]\ntransport = \"streamable-http\"\nidentity = {{ meta = \"io.example/key\" }}\n[mcp.tools.charge_card]\nname = \"create_charge\"\narguments = {{ amount = \"{{amount_cents}}\" }}\n[response]\noutcome = \"/status\"\n[response.outcomes]\nsucceeded = \"applied\"\n"
+        ))
+        .unwrap();
+        let WayIn::Mcp(mcp) = &file.way_in else {
+            panic!("[mcp] is the MCP way in: {:?}", file.way_in);
+        };
+        assert_eq!(mcp.path, "/mcp");
+        assert_eq!(
+            mcp.identity,
+            crate::way_in::mcp::IdentityPlace::Meta("io.example/key".into())
+        );
+        assert_eq!(mcp.tools["charge_card"].name, "create_charge");
+        assert_eq!(mcp.response.outcome.as_deref(), Some("/status"));
+        assert!(file.reads_its_own_outcomes());
+    }
+
+    #[test]
+    fn mcp_errors_name_the_line_and_the_fix() {
+        for (table, says) in [
+            ("[mcp]\n", "missing field `transport`"),
+            ("[mcp]\ntransport = \"sse\"\n", "expected `streamable-http` or `stdio`"),
+            (
+                "[mcp]\ntransport = \"stdio\"\n",
+                "not supported by this chaos yet: serve the MCP server over Streamable HTTP",
+            ),
+            ("[mcp]\ntransport = \"streamable-http\"\npath = \"mcp\"\n", "must start with '/'"),
+            (
+                "[mcp]\ntransport = \"streamable-http\"\nidentity = \"header\"\n",
+                "is not a place; identity = \"nowhere\"",
+            ),
+            (
+                "[mcp]\ntransport = \"streamable-http\"\nidentity = { meta = \"k\", argument = \"k\" }\n",
+                "names one place",
+            ),
+            (
+                "[mcp]\ntransport = \"streamable-http\"\nidentity = { param = \"arguments\" }\n",
+                "one of tools/call's own params",
+            ),
+            (
+                "[mcp]\ntransport = \"streamable-http\"\nidentity = { argument = \"key\" }\n[mcp.tools.t]\narguments = { key = \"{invoice}\" }\n",
+                "leave it out of the template",
+            ),
+            (
+                "[mcp]\ntransport = \"streamable-http\"\n[mcp.tools.t]\narguments = { a = \"{invoice\" }\n",
+                "mcp.tools.t.arguments.a: '{' opens a placeholder that never closes",
+            ),
+            (
+                "[mcp]\ntransport = \"streamable-http\"\n[request]\npath = \"/x\"\n",
+                "remove [request]",
+            ),
+            (
+                "[mcp]\ntransport = \"streamable-http\"\n[status]\n409 = \"pending\"\n",
+                "remove [status]",
             ),
         ] {
             let message = parse(&format!("name = \"a\"\n{MINIMAL}{table}"))

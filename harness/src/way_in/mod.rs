@@ -6,19 +6,24 @@
 //!   `[response]` table.
 //! - [`mapped`]: a service's own HTTP API shape, described by the target
 //!   file's `[request]` and `[response]` tables (§1.2).
+//! - [`mcp`]: an MCP server over Streamable HTTP, chaos its client, each
+//!   attempt a `tools/call` (§1.4); the target file's `[mcp]` table.
 //!
 //! A unit decides, once per cell before anything runs, whether a scenario's
 //! calls give it what it needs ([`Way::admit`]); then carries each attempt
-//! and reads its answer ([`Way::send`]). What happens around an attempt (timeouts,
+//! and reads its answer ([`Way::send`]); says when a process it is to
+//! reach is ready ([`Way::ready`]) and what it learned of the target for the
+//! history ([`Way::seen`]). What happens around an attempt (timeouts,
 //! retries, the faults on the answer) is the agent's, the same for every way
 //! in. Adding a way in is its file, one line in [`ways!`] below, the table
 //! that selects it in `target_file/`, a section of the protocol doc, an
 //! example and a test.
 
 pub(crate) mod mapped;
+pub(crate) mod mcp;
 mod protocol;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
@@ -26,8 +31,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use chaos_kit::http::{CallFailure, Client, Request, Response};
 
-use crate::history::Answer;
+use crate::history::{Answer, McpSeen};
 pub(crate) use mapped::Mapping;
+pub(crate) use mcp::Mcp;
 pub(crate) use protocol::Protocol;
 
 /// Declares every way in: its variant of [`WayIn`], carrying the unit's
@@ -58,6 +64,7 @@ macro_rules! ways {
 ways! {
     Protocol(Protocol),
     Mapped(Mapping),
+    Mcp(Mcp),
 }
 
 /// One way in. Object-safe: the agent holds whichever the target file
@@ -84,10 +91,64 @@ pub(crate) trait Way: Send + Sync {
         target: &'a str,
         outgoing: &'a Outgoing<'a>,
     ) -> Sending<'a>;
+    /// Whether the target process at `target` is ready to be called, asked
+    /// until it is (or its `ready-timeout` passes) after each start, and
+    /// once before a kept process serves another trial. `GET /healthz`
+    /// answering 200, unless the way in has a handshake of its own.
+    fn ready<'a>(
+        &'a self,
+        http: &'a Client,
+        target: &'a str,
+        timeout: Duration,
+        _new_process: bool,
+    ) -> Readying<'a> {
+        Box::pin(async move {
+            match http.call(target, Request::get("/healthz"), timeout).await {
+                Ok(response) if response.status == 200 => Ready::Yes,
+                Ok(response) => Ready::NotYet(format!("status {}", response.status)),
+                Err(failure) => Ready::NotYet(failure.to_string()),
+            }
+        })
+    }
+    /// The agent gave up waiting for attempt `attempt`'s answer (a fault
+    /// held it past the agent's timeout): a way in whose protocol has a
+    /// cancel says so to the target. Nothing, unless it has one.
+    fn timed_out<'a>(
+        &'a self,
+        _http: &'a Client,
+        _target: &'a str,
+        _attempt: &'a str,
+    ) -> Cancelling<'a> {
+        Box::pin(std::future::ready(()))
+    }
+    /// What [`Way::ready`] waits for, as an error says it was not done.
+    fn readiness(&self, addr: &str) -> String {
+        format!("answer GET /healthz on {addr} with 200")
+    }
+    /// What this way in learned of the target during a trial whose calls
+    /// are of tools `called` and whose attempts are `attempts` (by id).
+    fn seen(&self, _called: &BTreeSet<String>, _attempts: &BTreeSet<&str>) -> Option<McpSeen> {
+        None
+    }
 }
 
 /// What an attempt comes back with.
 pub(crate) type Sending<'a> = Pin<Box<dyn Future<Output = Result<Reply, CallFailure>> + Send + 'a>>;
+
+/// A cancel on its way.
+pub(crate) type Cancelling<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// Whether a target is ready.
+pub(crate) type Readying<'a> = Pin<Box<dyn Future<Output = Ready> + Send + 'a>>;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Ready {
+    Yes,
+    /// Not yet: what it answered.
+    NotYet(String),
+    /// It answered, and it cannot be tested as the target file says: why.
+    Refused(String),
+}
 
 /// One attempt as the agent hands it to a way in.
 pub(crate) struct Outgoing<'a> {
@@ -151,6 +212,37 @@ impl WayIn {
         outgoing: &'a Outgoing<'a>,
     ) -> Sending<'a> {
         self.unit().send(http, target, outgoing)
+    }
+
+    pub(crate) fn ready<'a>(
+        &'a self,
+        http: &'a Client,
+        target: &'a str,
+        timeout: Duration,
+        new_process: bool,
+    ) -> Readying<'a> {
+        self.unit().ready(http, target, timeout, new_process)
+    }
+
+    pub(crate) fn timed_out<'a>(
+        &'a self,
+        http: &'a Client,
+        target: &'a str,
+        attempt: &'a str,
+    ) -> Cancelling<'a> {
+        self.unit().timed_out(http, target, attempt)
+    }
+
+    pub(crate) fn readiness(&self, addr: &str) -> String {
+        self.unit().readiness(addr)
+    }
+
+    pub(crate) fn seen(
+        &self,
+        called: &BTreeSet<String>,
+        attempts: &BTreeSet<&str>,
+    ) -> Option<McpSeen> {
+        self.unit().seen(called, attempts)
     }
 }
 

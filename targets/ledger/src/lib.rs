@@ -430,6 +430,30 @@ pub async fn serve_replica_guard(
     .await
 }
 
+/// The ledger as an in-process handler of chaos-protocol requests, for a
+/// process that fronts it with another protocol: the MCP reference server
+/// (`targets/mcp-ledger`) hands each `tools/call` to it as the request the
+/// tool call would be over HTTP, so the claim, the reconcile and the honest
+/// states are this file's, not a second copy.
+pub struct Handler<S>(Arc<Ledger<S>>);
+
+impl<S> Clone for Handler<S> {
+    fn clone(&self) -> Self {
+        Handler(self.0.clone())
+    }
+}
+
+impl<S: RecordStore> Handler<S> {
+    pub fn new(env: TargetEnv, store: S, options: Options) -> Handler<S> {
+        Handler(Arc::new(Ledger::new(env, store, options)))
+    }
+
+    /// Answers one request as the ledger's HTTP server would.
+    pub async fn handle(&self, request: Request) -> Response {
+        self.0.handle(request).await
+    }
+}
+
 impl<S> Ledger<S> {
     fn new(env: TargetEnv, store: S, options: Options) -> Ledger<S> {
         Ledger {

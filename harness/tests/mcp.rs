@@ -1,0 +1,222 @@
+//! MCP servers under test (issue 23), live: chaos as the MCP client over
+//! Streamable HTTP, the reference MCP server (`targets/mcp-ledger`) as the
+//! target, chaos's provider as the payment API its tools charge.
+//!
+//! Done when the naive server (a new downstream key per `tools/call`, its
+//! tools declared `idempotentHint: true`) fails the lost-response, worker
+//! restart and re-plan scenarios with `duplicate-effect` and
+//! `annotation-contradicted`, the correct one (the ledger behind `tools/call`)
+//! passes them all, and every fault is shown to have acted; and bad input
+//! (an unlisted tool, an `initialize` that never completes, an answer that
+//! is not JSON-RPC, an unsupported transport) is one clear message with its
+//! documented exit code.
+
+mod common;
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+const CORRECT: &str = "targets/mcp-ledger/target.toml";
+const NAIVE: &str = "targets/mcp-ledger/naive.target.toml";
+
+/// The top-level scenarios of the three families: a lost answer, a
+/// restarted worker, a re-plan. Admission decides which a target plays.
+const SCENARIOS: [&str; 6] = [
+    "scenarios/lost-response-agent-hop.toml",
+    "scenarios/lost-response-keyed.toml",
+    "scenarios/worker-restart.toml",
+    "scenarios/replan-injected.toml",
+    "scenarios/replan-stall.toml",
+    "scenarios/replan-injected-crash-replay.toml",
+];
+
+fn fixture(name: &str) -> PathBuf {
+    common::repo_root()
+        .join("harness/tests/fixtures/mcp")
+        .join(name)
+}
+
+/// `chaos run` of [`SCENARIOS`] against `target`, 2 seeds: its exit code,
+/// output, report.json and the folder of its reports.
+fn run(target: &str, out: &str) -> (Option<i32>, String, String, Value, PathBuf) {
+    let dir = common::temp_dir(out);
+    let target = common::repo_root().join(target);
+    let (code, stdout, stderr, report) = common::run_live(&dir, &SCENARIOS, &target, "2", &[]);
+    let reports = dir.join(format!(
+        "out-{}",
+        target.file_stem().unwrap().to_string_lossy()
+    ));
+    (code, stdout, stderr, report, reports)
+}
+
+fn cells(report: &Value) -> &Vec<Value> {
+    report["cells"].as_array().expect("a report has cells")
+}
+
+fn checks(cell: &Value) -> Vec<&str> {
+    (cell["checks"].as_array().into_iter().flatten())
+        .filter_map(|check| check["check"].as_str())
+        .collect()
+}
+
+/// Every declared fault of every cell acted on every seed run: a verdict
+/// about a fault that never happened would prove nothing.
+fn assert_faults_acted(report: &Value) {
+    for cell in cells(report) {
+        let seeds = cell["seeds_run"].as_u64().unwrap();
+        assert!(seeds > 0, "{cell:#}");
+        for fault in cell["faults"].as_array().unwrap() {
+            assert_eq!(
+                fault["seeds_acted"].as_u64(),
+                Some(seeds),
+                "{} x {}: {fault:#}",
+                cell["scenario"],
+                cell["target"]
+            );
+        }
+    }
+}
+
+// guards: issue 23's done-when, the naive MCP server caught and the correct one passing
+#[test]
+fn the_naive_mcp_server_charges_again_and_contradicts_its_hint_the_correct_one_holds() {
+    let (code, stdout, stderr, naive, _) = run(NAIVE, "mcp-naive");
+    common::assert_valid_report(&naive);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert_faults_acted(&naive);
+    let ran: Vec<&str> = cells(&naive)
+        .iter()
+        .filter_map(|cell| cell["scenario"].as_str())
+        .collect();
+    for family in ["lost-response", "worker-restart", "replan"] {
+        assert!(
+            ran.iter().any(|name| name.starts_with(family)),
+            "no {family} scenario was run: {ran:?}\n{stderr}"
+        );
+    }
+    for cell in cells(&naive) {
+        let scenario = cell["scenario"].as_str().unwrap();
+        assert_eq!(cell["verdict"], "fail", "{scenario}: {cell:#}");
+        let fired = checks(cell);
+        assert!(fired.contains(&"duplicate-effect"), "{scenario}: {fired:?}");
+        // The hint is about identical calls: a retry of the same tools/call
+        // (a lost answer, a restart) contradicts it; a re-plan under a new
+        // tool call does only where it sent the same arguments again.
+        if scenario.starts_with("lost-response") || scenario.starts_with("worker-restart") {
+            assert!(
+                fired.contains(&"annotation-contradicted"),
+                "{scenario}: {fired:?}"
+            );
+        }
+        let declared = cell["declared_tools"].as_array().unwrap();
+        assert!(
+            declared
+                .iter()
+                .any(|tool| tool["idempotent"] == true && tool["read-only"] == false),
+            "{scenario}: {declared:?}"
+        );
+    }
+    assert!(
+        stdout.contains("declared mcp-ledger-naive: MCP tool 'send_reminder' (called as send_reminder): readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("annotation-contradicted"), "{stdout}");
+    // An answer held past the agent's timeout: chaos cancels the call,
+    // MCP's own way, once per seed.
+    let held = cells(&naive)
+        .iter()
+        .find(|cell| cell["scenario"] == "lost-response-agent-hop")
+        .unwrap();
+    assert_eq!(held["mcp_cancelled"].as_u64(), Some(2), "{held:#}");
+
+    let (code, stdout, stderr, correct, reports) = run(CORRECT, "mcp-correct");
+    common::assert_valid_report(&correct);
+    assert_faults_acted(&correct);
+    for cell in cells(&correct) {
+        assert_eq!(
+            cell["verdict"], "pass",
+            "{}: {cell:#}\n{stderr}",
+            cell["scenario"]
+        );
+    }
+    assert_eq!(
+        cells(&correct).len(),
+        cells(&naive).len(),
+        "the same scenarios were admitted for both"
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let markdown = std::fs::read_to_string(reports.join("summary.md")).unwrap_or_default();
+    assert!(
+        markdown.contains("### MCP tools as their servers declare them"),
+        "{markdown}"
+    );
+}
+
+fn run_fixture(file: &str, scenario: &str) -> (Option<i32>, String) {
+    let dir = common::temp_dir(&format!("mcp-{file}"));
+    let (code, stdout, stderr, _) = common::run_live(&dir, &[scenario], &fixture(file), "1", &[]);
+    (code, format!("{stdout}\n{stderr}"))
+}
+
+#[test]
+fn a_tool_the_server_does_not_list_is_named_with_the_tools_it_lists() {
+    let (code, output) = run_fixture(
+        "unlisted.target.toml",
+        "scenarios/lost-response-agent-hop.toml",
+    );
+    assert_eq!(code, Some(3), "{output}");
+    assert!(
+        output.contains("[mcp.tools] maps to 'remind', which the server does not list; it lists 'charge_card', 'send_notification_to_self', 'send_reminder'. Fix the tool names in the target file's [mcp.tools]"),
+        "{output}"
+    );
+}
+
+#[test]
+fn a_server_that_never_completes_initialize_is_unknown_with_its_stderr() {
+    let (code, output) = run_fixture(
+        "silent.target.toml",
+        "scenarios/lost-response-agent-hop.toml",
+    );
+    assert_eq!(code, Some(3), "{output}");
+    assert!(
+        output.contains("did not complete MCP initialize and tools/list at http://127.0.0.1:"),
+        "{output}"
+    );
+    assert!(output.contains("(last: initialize: timed out)"), "{output}");
+    assert!(
+        output.contains("mcp-silent: got a request, never answering it"),
+        "its stderr is quoted: {output}"
+    );
+}
+
+#[test]
+fn a_server_answering_text_instead_of_json_rpc_is_named_so() {
+    let (code, output) = run_fixture(
+        "garbage.target.toml",
+        "scenarios/lost-response-agent-hop.toml",
+    );
+    assert_eq!(code, Some(3), "{output}");
+    assert!(
+        output.contains(
+            "initialize: the answer (status 200) is not JSON-RPC: hello, this is not JSON-RPC"
+        ),
+        "{output}"
+    );
+}
+
+#[test]
+fn stdio_is_refused_with_what_to_do_instead() {
+    let output = common::chaos(&[
+        "run",
+        "scenarios/lost-response-agent-hop.toml",
+        "--target",
+        fixture("stdio.target.toml").to_str().unwrap(),
+    ]);
+    let (_, stderr) = common::text(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("mcp.transport \"stdio\" is not supported by this chaos yet"),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,339 @@
+//! `mcp-ledger [--variant naive|correct]`: the reference MCP server, on the
+//! official Rust SDK (rmcp), serving Streamable HTTP on `CHAOS_LISTEN_ADDR`
+//! at `/mcp` (and `GET /healthz`). Its tools are the ones the suite calls
+//! (`charge_card`, `send_reminder`, `send_notification_to_self`); each
+//! charges chaos's provider over HTTP, as an MCP server fronting a payment
+//! API does.
+//!
+//! - `naive` (the default, or `MCP_LEDGER_VARIANT=naive`): a new downstream
+//!   idempotency key on every `tools/call`, while its tools declare
+//!   `idempotentHint: true`, as many real servers do. A retried call after
+//!   a lost answer charges again.
+//! - `correct`: every `tools/call` goes through the ledger
+//!   (`target_ledger::Handler`, keys from the run's structure): the
+//!   operation is claimed in fsynced files under `CHAOS_STATE_DIR` before
+//!   the effect, keyed by the caller's run and step (the `X-Run-Id` and
+//!   `X-Step-Id` headers of its HTTP requests) or, without them, by the
+//!   operation id the client puts in `_meta` under
+//!   `chaos/idempotency-key`; a retry, a restart or a re-plan is answered
+//!   from the record.
+//!
+//! The answer is chaos's answer body (`outcome`, `receipt`, `result`) as the
+//! tool's `structuredContent`.
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use chaos_kit::disk::FileDisk;
+use chaos_kit::http::Request;
+use chaos_kit::process::{self, ProcessEnv};
+use chaos_kit::protocol::{AnswerBody, Outcome, IDEMPOTENCY_KEY};
+use chaos_kit::target;
+use chaos_kit::upstream::{self, Dispatch};
+use chaos_kit::TargetEnv;
+use http_body_util::{BodyExt, Full};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{json, Value};
+use target_ledger::store::DiskStore;
+use target_ledger::{Handler, KeyFrom, Options};
+use tower_service::Service as _;
+
+/// The `_meta` key the correct variant reads the caller's operation id from.
+const META_KEY: &str = "chaos/idempotency-key";
+
+/// The tools it serves: the suite's, each with whether repeating it with the
+/// same arguments is (declared) harmless.
+const TOOLS: [(&str, &str, bool); 3] = [
+    ("charge_card", "Charge a card for an invoice.", true),
+    (
+        "send_reminder",
+        "Email a payment reminder for an invoice.",
+        true,
+    ),
+    (
+        "send_notification_to_self",
+        "Send a notification to yourself; every call is its own.",
+        false,
+    ),
+];
+
+#[derive(Clone)]
+enum Variant {
+    Naive {
+        env: Arc<TargetEnv>,
+        /// Numbers the calls of this process: with its start time, the
+        /// naive downstream key, new on every call.
+        calls: Arc<AtomicU64>,
+        started: u128,
+    },
+    Correct(Handler<DiskStore>),
+}
+
+#[derive(Clone)]
+struct Server {
+    variant: Variant,
+}
+
+fn main() -> std::process::ExitCode {
+    let variant = match variant_flag() {
+        Ok(variant) => variant,
+        Err(message) => {
+            eprintln!("mcp-ledger: {message}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    process::run("mcp-ledger", move |env: ProcessEnv| async move {
+        let dir = env
+            .state_dir
+            .clone()
+            .unwrap_or_else(|| "mcp-ledger-state".into());
+        let disk = Arc::new(FileDisk::open(&dir).map_err(|error| {
+            format!(
+                "failed to open the state directory {}: {error}",
+                dir.display()
+            )
+        })?);
+        let target_env = env.target_env(disk.clone());
+        let variant = match variant {
+            "correct" => {
+                let retention = env.retention.unwrap_or(target_ledger::RETENTION);
+                let options = Options {
+                    key_from: KeyFrom::Structure,
+                    ..Options::new(retention)
+                };
+                Variant::Correct(Handler::new(target_env, DiskStore::new(disk), options))
+            }
+            _ => Variant::Naive {
+                env: Arc::new(target_env),
+                calls: Arc::default(),
+                started: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |since| since.as_nanos()),
+            },
+        };
+        serve(env.listen().await?, Server { variant }).await?;
+        Ok(())
+    })
+}
+
+/// `--variant NAME` or `MCP_LEDGER_VARIANT`; `naive` when neither.
+fn variant_flag() -> Result<&'static str, String> {
+    let mut args = std::env::args().skip(1);
+    let named = match (args.next().as_deref(), args.next()) {
+        (None, _) => std::env::var("MCP_LEDGER_VARIANT").unwrap_or_else(|_| "naive".into()),
+        (Some("--variant"), Some(name)) => name,
+        (Some(other), _) => {
+            return Err(format!(
+                "unknown argument '{other}'; usage: mcp-ledger [--variant naive|correct]"
+            ))
+        }
+    };
+    match named.as_str() {
+        "naive" => Ok("naive"),
+        "correct" => Ok("correct"),
+        other => Err(format!(
+            "unknown variant '{other}'; choose naive or correct"
+        )),
+    }
+}
+
+/// Serves MCP at `/mcp` and the readiness probe at `/healthz` until
+/// SIGTERM.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    server: Server,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mcp = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let shutdown = process::shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => continue,
+            },
+            () = &mut shutdown => return Ok(()),
+        };
+        let mcp = mcp.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
+                let mut mcp = mcp.clone();
+                async move {
+                    let path = request.uri().path();
+                    if request.method() == http::Method::GET && path == "/healthz" {
+                        return Ok::<_, Infallible>(http::Response::new(
+                            Full::new(Bytes::new()).boxed(),
+                        ));
+                    }
+                    if path != "/mcp" {
+                        let mut response = http::Response::new(Full::new(Bytes::new()).boxed());
+                        *response.status_mut() = http::StatusCode::NOT_FOUND;
+                        return Ok(response);
+                    }
+                    mcp.call(request).await
+                }
+            });
+            // A connection ends when the client goes; nothing to report.
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "invoice": {"type": "string"},
+                "amount_cents": {"type": "integer"},
+                "recipient": {"type": "string"},
+                "message": {"type": "string"},
+                "memo": {"type": "string"},
+                "note": {"type": "string"},
+            },
+            "required": ["invoice"],
+        });
+        let Value::Object(schema) = schema else {
+            unreachable!("a JSON object literal")
+        };
+        let schema = Arc::new(schema);
+        Ok(ListToolsResult::with_all_items(
+            TOOLS
+                .iter()
+                .map(|(name, description, idempotent)| {
+                    Tool::new(*name, *description, schema.clone()).with_annotations(
+                        ToolAnnotations::new()
+                            .read_only(false)
+                            .destructive(false)
+                            .idempotent(*idempotent)
+                            .open_world(true),
+                    )
+                })
+                .collect(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let tool = request.name.to_string();
+        if !TOOLS.iter().any(|(name, _, _)| *name == tool) {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool '{tool}'"),
+                None,
+            ));
+        }
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        // The HTTP request that carried the call: its headers hold the
+        // caller's bearer token and the run's structure.
+        let parts = context.extensions.get::<http::request::Parts>();
+        let header = |name: &str| {
+            parts
+                .and_then(|parts| parts.headers.get(name))
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned)
+        };
+        let body = Bytes::from(serde_json::to_vec(&arguments).unwrap_or_default());
+        let answer = match &self.variant {
+            Variant::Naive {
+                env,
+                calls,
+                started,
+            } => {
+                let call = calls.fetch_add(1, Ordering::Relaxed);
+                naive(env, &tool, header("authorization"), started, call, body).await
+            }
+            Variant::Correct(ledger) => {
+                let mut http = Request::post(format!("/tools/{tool}"), body)
+                    .header("content-type", "application/json");
+                if let Some(parts) = parts {
+                    for (name, value) in &parts.headers {
+                        if let Ok(value) = value.to_str() {
+                            http = http.header(name.as_str(), value);
+                        }
+                    }
+                }
+                let meta = (request.meta.as_ref().map(|meta| &meta.0 .0))
+                    .into_iter()
+                    .chain(std::iter::once(&context.meta.0 .0))
+                    .find_map(|meta| meta.get(META_KEY).and_then(Value::as_str));
+                if let Some(key) = meta {
+                    http = http.header(IDEMPOTENCY_KEY, key);
+                }
+                let response = ledger.handle(http).await;
+                serde_json::from_slice(&response.body).unwrap_or_else(|_| {
+                    AnswerBody::outcome(Outcome::Unknown)
+                        .with_reason(format!("the ledger answered {}", response.status))
+                })
+            }
+        };
+        let structured = serde_json::to_value(&answer).unwrap_or_default();
+        let mut result = CallToolResult::structured(structured.clone());
+        if result.content.is_empty() {
+            result.content = vec![ContentBlock::text(structured.to_string())];
+        }
+        Ok(result.into())
+    }
+}
+
+/// The naive server's tool call: authorized, then charged under a key of
+/// its own making, new on every call.
+async fn naive(
+    env: &TargetEnv,
+    tool: &str,
+    authorization: Option<String>,
+    started: &u128,
+    call: u64,
+    body: Bytes,
+) -> AnswerBody {
+    let token = authorization
+        .as_deref()
+        .and_then(|value| value.strip_prefix("Bearer "));
+    let Some(token) = token else {
+        return AnswerBody::outcome(Outcome::Denied);
+    };
+    match upstream::introspect(env, token).await {
+        Some(grant) if grant.allows(tool) => {}
+        Some(_) => return AnswerBody::outcome(Outcome::Denied),
+        None => return AnswerBody::outcome(Outcome::Unknown).with_reason("authority unreachable"),
+    }
+    // THE BUG: a downstream key per tools/call, so a retry is a new charge.
+    let key = format!("mcp-{started:x}-{call}");
+    match upstream::dispatch(env, tool, &key, body).await {
+        Dispatch::Accepted { receipt, .. } => AnswerBody::outcome(Outcome::Applied)
+            .with_result(target::tool_result(tool, &receipt))
+            .with_receipt(receipt),
+        Dispatch::Refused { status } => AnswerBody::outcome(Outcome::Rejected)
+            .with_reason(format!("provider refused with {status}")),
+        Dispatch::Ambiguous(_) => {
+            AnswerBody::outcome(Outcome::Unknown).with_reason("provider did not answer")
+        }
+    }
+}
