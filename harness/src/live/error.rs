@@ -55,6 +55,18 @@ pub(crate) enum Error {
         status: String,
         stderr: String,
     },
+    #[error("target '{target}': {why}")]
+    Broker { target: String, why: String },
+    #[error("target '{target}' (`{command}`) did not start consuming queue '{queue}' on {broker} within {} (last: {last}); the last lines of its stderr:\n{stderr}", humantime::format_duration(*timeout))]
+    NeverConsuming {
+        target: String,
+        command: String,
+        queue: String,
+        broker: String,
+        timeout: Duration,
+        last: String,
+        stderr: String,
+    },
     #[error("target '{target}' (`{command}`) did not answer GET /healthz on {addr} with 200 within {} (last: {last}); the last lines of its stderr:\n{stderr}", humantime::format_duration(*timeout))]
     NeverReady {
         target: String,

@@ -222,7 +222,7 @@ async fn start_or_reuse(
     if let Some(mut running) = slot.running.take().filter(|_| reusable(trial, target)) {
         let wanted = launch(target, trial, time, &running.dir, addrs);
         let same = wanted.env == running.launch.env && running.process.exited().is_none();
-        if same && healthy(&addrs.target).await {
+        if same && healthy(target, &addrs.target).await {
             return Ok(Some((
                 running.launch,
                 running.process,

@@ -14,6 +14,7 @@ use chaos_kit::protocol::LookupCapability;
 
 use crate::plan::Trial;
 use crate::target_file::{RunFacts, TargetFile};
+use crate::way_in::{Broker, WayIn};
 
 use super::error::{Error, Result};
 use super::launch::{describe_exit, Launch, TargetProcess};
@@ -129,6 +130,9 @@ pub(super) fn launch(
             retention.as_millis().to_string(),
         ));
     }
+    if let WayIn::Broker(broker) = &target.way_in {
+        env.extend(broker.env());
+    }
     let facts = RunFacts {
         listen_addr: &addrs.target,
         provider_url: &provider_url,
@@ -160,6 +164,9 @@ pub(super) async fn start(
     target: &TargetFile,
     cancel: &AtomicBool,
 ) -> Result<Option<TargetProcess>> {
+    if let WayIn::Broker(broker) = &target.way_in {
+        return start_consumer(launch, broker, target, cancel).await;
+    }
     let mut process = TargetProcess::spawn(launch)?;
     let deadline = Instant::now() + target.ready_timeout;
     loop {
@@ -208,8 +215,60 @@ pub(super) async fn start(
     }
 }
 
+/// A consumer on a broker: its queue prepared (created for the run, or
+/// found), then started; ready once the broker counts a consumer on the
+/// queue, as an HTTP target is once `GET /healthz` answers.
+async fn start_consumer(
+    launch: &Launch,
+    broker: &Broker,
+    target: &TargetFile,
+    cancel: &AtomicBool,
+) -> Result<Option<TargetProcess>> {
+    broker.prepare().await.map_err(|why| Error::Broker {
+        target: target.name.clone(),
+        why,
+    })?;
+    let mut process = TargetProcess::spawn(launch)?;
+    let deadline = Instant::now() + target.ready_timeout;
+    loop {
+        if cancel.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        if let Some(status) = process.exited() {
+            return Err(Error::ExitedBeforeReady {
+                target: target.name.clone(),
+                command: launch.display(),
+                status: describe_exit(status),
+                stderr: process.stderr_tail(),
+            }
+            .into());
+        }
+        let last = match broker.consuming().await {
+            Ok(()) => return Ok(Some(process)),
+            Err(why) => why,
+        };
+        if Instant::now() >= deadline {
+            return Err(Error::NeverConsuming {
+                target: target.name.clone(),
+                command: launch.display(),
+                queue: broker.queue.clone(),
+                broker: broker.address(),
+                timeout: target.ready_timeout,
+                last,
+                stderr: process.stderr_tail(),
+            }
+            .into());
+        }
+        // A probe is a connection to the broker: not as often as an HTTP one.
+        tokio::time::sleep(PROBE_EVERY * 5).await;
+    }
+}
+
 /// One readiness probe of a kept process.
-pub(super) async fn healthy(addr: &str) -> bool {
+pub(super) async fn healthy(target: &TargetFile, addr: &str) -> bool {
+    if let WayIn::Broker(broker) = &target.way_in {
+        return broker.consuming().await.is_ok();
+    }
     matches!(
         http::call(&TcpNetwork, addr, Request::get("/healthz"), PROBE_TIMEOUT).await,
         Ok(response) if response.status == 200

@@ -33,6 +33,10 @@
 //! revoke = ["psql", "...", "-v", "token={token}", "-v", "active={active}", "-f", "revoke.sql"]
 //! [provider]                          # optional: the API chaos's provider speaks
 //! api = "smtp"                        # "chaos" (default: HTTP, docs/target-protocol.md §4), "stripe" or "smtp"
+//!
+//! [broker]                            # optional: the target consumes a queue (docs/brokers.md)
+//! kind = "rabbitmq"
+//! queue = "charges"
 //! ```
 //!
 //! Config only: this folder imports nothing of the run. The file is read in
@@ -44,6 +48,7 @@
 
 mod agent;
 mod authority;
+mod broker;
 mod effects;
 mod env;
 mod provider;
@@ -218,6 +223,8 @@ struct File {
     response: Option<Spanned<response::ResponseFile>>,
     #[serde(default)]
     agent: Option<Spanned<agent::AgentFile>>,
+    #[serde(default)]
+    broker: Option<Spanned<broker::BrokerFile>>,
 }
 
 fn default_ready_timeout() -> Duration {
@@ -320,9 +327,18 @@ impl File {
         let provider_api = provider::validate(self.provider, effects.is_some(), &errors)?;
         let request = request::validate(self.request, &errors)?;
         let response = response::validate(self.response, &status, &errors)?;
-        let way_in = match (request, response) {
-            (None, None) => WayIn::Protocol(Protocol::with_status(status.clone())),
-            (request, response) => WayIn::Mapped(Mapping {
+        let broker_span = self.broker.as_ref().map(Spanned::span);
+        let broker = broker::validate(self.broker, &name, &errors)?;
+        let way_in = match (broker, request, response) {
+            (Some(broker), None, None) => WayIn::Broker(broker),
+            (Some(_), _, _) => {
+                return Err(error_at(
+                    broker_span.unwrap_or_default(),
+                    "[broker] and [request]/[response] both say how calls reach the target; keep [broker] for a consumer on a queue, or the others for an HTTP service".into(),
+                ))
+            }
+            (None, None, None) => WayIn::Protocol(Protocol::with_status(status.clone())),
+            (None, request, response) => WayIn::Mapped(Mapping {
                 request: request.unwrap_or_default(),
                 response: response.unwrap_or_else(|| {
                     crate::way_in::mapped::ResponseMapping::with_status(status.clone())

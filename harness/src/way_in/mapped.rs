@@ -86,7 +86,11 @@ impl Default for TokenPlace {
 }
 
 impl CallValues<'_> {
-    fn lookup(&self, arguments: &serde_json::Map<String, Value>, name: &str) -> Option<Value> {
+    pub(super) fn lookup(
+        &self,
+        arguments: &serde_json::Map<String, Value>,
+        name: &str,
+    ) -> Option<Value> {
         match name {
             "tool" => Some(Value::String(self.tool.to_owned())),
             "operation-id" => Some(Value::String(self.operation_id.to_owned())),
@@ -291,7 +295,7 @@ impl Template {
         })
     }
 
-    fn render(&self, lookup: impl Fn(&str) -> Option<Value>) -> String {
+    pub(super) fn render(&self, lookup: impl Fn(&str) -> Option<Value>) -> String {
         self.render_with(lookup, str::to_owned)
     }
 
@@ -313,7 +317,7 @@ impl Template {
 
     /// A body field's value: a template that is one placeholder alone keeps
     /// the argument's JSON type (`"{amount_cents}"` stays a number).
-    fn value(&self, lookup: impl Fn(&str) -> Option<Value>) -> Value {
+    pub(super) fn value(&self, lookup: impl Fn(&str) -> Option<Value>) -> Value {
         match self.0.as_slice() {
             [Piece::Placeholder(name)] => lookup(name).unwrap_or(Value::Null),
             _ => Value::String(self.render(lookup)),

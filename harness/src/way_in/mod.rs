@@ -6,6 +6,8 @@
 //!   `[response]` table.
 //! - [`mapped`]: a service's own HTTP API shape, described by the target
 //!   file's `[request]` and `[response]` tables (§1.2).
+//! - [`broker`]: a message on a real broker's queue, taken by a consumer
+//!   process; the file's `[broker]` table (docs/brokers.md).
 //!
 //! A unit decides, once per cell before anything runs, whether a scenario's
 //! calls give it what it needs ([`Way::admit`]); then carries each attempt
@@ -15,6 +17,7 @@
 //! that selects it in `target_file/`, a section of the protocol doc, an
 //! example and a test.
 
+pub(crate) mod broker;
 pub(crate) mod mapped;
 mod protocol;
 
@@ -27,6 +30,7 @@ use bytes::Bytes;
 use chaos_kit::http::{CallFailure, Client, Request, Response};
 
 use crate::history::Answer;
+pub(crate) use broker::Broker;
 pub(crate) use mapped::Mapping;
 pub(crate) use protocol::Protocol;
 
@@ -58,6 +62,7 @@ macro_rules! ways {
 ways! {
     Protocol(Protocol),
     Mapped(Mapping),
+    Broker(Broker),
 }
 
 /// One way in. Object-safe: the agent holds whichever the target file

@@ -1,0 +1,143 @@
+//! `[broker]`: a target that is a consumer on a real broker's queue
+//! (docs/brokers.md). The agent's calls are published there; the answer is
+//! the consumer's, on the reply queue.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::input::{Errors, FileError};
+use crate::way_in::broker::{Broker, BrokerKind};
+use crate::way_in::mapped::Template;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(super) struct BrokerFile {
+    kind: String,
+    #[serde(default)]
+    url: Option<String>,
+    queue: String,
+    #[serde(default = "yes")]
+    create: bool,
+    #[serde(default)]
+    operation_id: Option<String>,
+    #[serde(default = "yes")]
+    reply: bool,
+    #[serde(default, with = "humantime_serde")]
+    expires: Option<Duration>,
+    #[serde(default)]
+    fields: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Long enough to outlast a trial's pauses (a consumer restarting), short
+/// enough that a SIGKILLed run's queue is gone within a minute.
+const EXPIRES: Duration = Duration::from_secs(60);
+
+fn template(what: &str, text: &str) -> Result<Template, String> {
+    Template::parse(text).map_err(|why| format!("{what}: {why}"))
+}
+
+fn is_queue_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 200
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || b"-_.:".contains(&byte))
+}
+
+impl BrokerFile {
+    fn validate(self, target: &str) -> Result<Broker, String> {
+        let Some(kind) = BrokerKind::parse(&self.kind) else {
+            return Err(format!(
+                "broker.kind '{}' is not a broker chaos drives. Choose from: {}",
+                self.kind,
+                BrokerKind::NAMES.join(", ")
+            ));
+        };
+        if !is_queue_name(&self.queue) {
+            return Err(format!(
+                "broker.queue '{}' must be a name of letters, digits, '-', '_', '.' or ':', e.g. queue = \"charges\"",
+                self.queue
+            ));
+        }
+        let url = self.url.unwrap_or_else(|| kind.default_url().to_owned());
+        if !url.starts_with("amqp://") {
+            return Err(format!(
+                "broker.url '{}' must be an amqp:// URL, e.g. \"{}\" (the default)",
+                super::super::way_in::broker::redact_url(&url),
+                kind.default_url()
+            ));
+        }
+        let operation_id = match self.operation_id {
+            None => Some("Idempotency-Key".to_owned()),
+            Some(header) if header.is_empty() => None,
+            Some(header) => Some(super::request::header_name("broker.operation-id", &header)?),
+        };
+        let expires = self.expires.unwrap_or(EXPIRES);
+        if expires < Duration::from_secs(1) {
+            return Err("broker.expires must be at least 1s: the broker deletes an unused queue after it, and a consumer restarting leaves it unused a moment".into());
+        }
+        let fields = match self.fields {
+            Some(fields) => Some(
+                fields
+                    .iter()
+                    .map(|(name, text)| {
+                        Ok((
+                            name.clone(),
+                            template(&format!("broker.fields.{name}"), text)?,
+                        ))
+                    })
+                    .collect::<Result<BTreeMap<_, _>, String>>()?,
+            ),
+            None => None,
+        };
+        let mut headers = BTreeMap::new();
+        for (name, text) in &self.headers {
+            let name = super::request::header_name("broker.headers", name)?;
+            headers.insert(
+                name.clone(),
+                template(&format!("broker.headers.{name}"), text)?,
+            );
+        }
+        let queue = if self.create {
+            Broker::run_queue(&self.queue, target)
+        } else {
+            self.queue
+        };
+        Ok(Broker {
+            kind,
+            url,
+            queue,
+            create: self.create,
+            operation_id,
+            fields,
+            headers,
+            reply: self.reply,
+            expires,
+        })
+    }
+}
+
+pub(super) fn validate(
+    table: Option<Spanned<BrokerFile>>,
+    target: &str,
+    errors: &Errors<'_>,
+) -> Result<Option<Broker>, FileError> {
+    let Some(broker) = table else {
+        return Ok(None);
+    };
+    let span = broker.span();
+    broker
+        .into_inner()
+        .validate(target)
+        .map(Some)
+        .map_err(|message| errors.at(span, message))
+}
