@@ -37,7 +37,7 @@ QUEUE = os.environ["CHAOS_BROKER_QUEUE"]
 PROVIDER_URL = os.environ["CHAOS_PROVIDER_URL"].rstrip("/")
 MODE = os.environ.get("CONSUMER_MODE", "naive")
 DATABASE_URL = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
-TIMEOUT = int(os.environ.get("CHAOS_UPSTREAM_TIMEOUT_MS", "2000")) / 1000
+TIMEOUT = int(os.environ.get("PROVIDER_TIMEOUT_MS", "5000")) / 1000
 
 if MODE not in ("naive", "inbox"):
     sys.exit(f"CONSUMER_MODE={MODE!r}: choose naive or inbox")

@@ -27,6 +27,10 @@ pub(super) struct BrokerFile {
     reply: bool,
     #[serde(default, with = "humantime_serde")]
     expires: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    ack_wait: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    duplicate_window: Option<Duration>,
     #[serde(default)]
     fields: Option<BTreeMap<String, String>>,
     #[serde(default)]
@@ -40,6 +44,13 @@ fn yes() -> bool {
 /// Long enough to outlast a trial's pauses (a consumer restarting), short
 /// enough that a SIGKILLed run's queue is gone within a minute.
 const EXPIRES: Duration = Duration::from_secs(60);
+/// JetStream's consumer: an unacked message is delivered again this long
+/// after it was handed out. Shortened from JetStream's 30 s default as a
+/// retention is shortened live: a consumer killed before its ack is
+/// redelivered within the agent's patience.
+const ACK_WAIT: Duration = Duration::from_secs(2);
+/// JetStream's own default `duplicate_window`.
+const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 
 fn template(what: &str, text: &str) -> Result<Template, String> {
     Template::parse(text).map_err(|why| format!("{what}: {why}"))
@@ -69,12 +80,33 @@ impl BrokerFile {
             ));
         }
         let url = self.url.unwrap_or_else(|| kind.default_url().to_owned());
-        if !url.starts_with("amqp://") {
+        if !kind.schemes().iter().any(|scheme| url.starts_with(scheme)) {
             return Err(format!(
-                "broker.url '{}' must be an amqp:// URL, e.g. \"{}\" (the default)",
-                super::super::way_in::broker::redact_url(&url),
+                "broker.url '{}' must be a {} URL for kind = \"{}\", e.g. \"{}\" (the default)",
+                crate::way_in::broker::redact_url(&url),
+                kind.schemes().join(" or "),
+                self.kind,
                 kind.default_url()
             ));
+        }
+        let jetstream_only = |key: &str, set: bool| {
+            if set && kind != BrokerKind::JetStream {
+                Err(format!("broker.{key} is JetStream's; RabbitMQ's consumer timeout is the server's own (consumer_timeout), and it has no duplicate window: leave it out"))
+            } else {
+                Ok(())
+            }
+        };
+        jetstream_only("ack-wait", self.ack_wait.is_some())?;
+        jetstream_only("duplicate-window", self.duplicate_window.is_some())?;
+        let ack_wait = self.ack_wait.unwrap_or(ACK_WAIT);
+        if ack_wait < Duration::from_millis(100) {
+            return Err("broker.ack-wait must be at least 100ms: a consumer needs that long to ack what it took".into());
+        }
+        let duplicate_window = self.duplicate_window.unwrap_or(DUPLICATE_WINDOW);
+        if duplicate_window < Duration::from_millis(100) {
+            return Err(
+                "broker.duplicate-window must be at least 100ms (JetStream's floor)".into(),
+            );
         }
         let operation_id = match self.operation_id {
             None => Some("Idempotency-Key".to_owned()),
@@ -108,7 +140,7 @@ impl BrokerFile {
             );
         }
         let queue = if self.create {
-            Broker::run_queue(&self.queue, target)
+            Broker::run_queue(kind, &self.queue, target)
         } else {
             self.queue
         };
@@ -122,6 +154,8 @@ impl BrokerFile {
             headers,
             reply: self.reply,
             expires,
+            ack_wait,
+            duplicate_window,
         })
     }
 }

@@ -17,6 +17,7 @@
 //! also kills the consumer, its parent-death signal) the broker deletes it
 //! itself once it has been unused that long.
 
+mod jetstream;
 mod rabbitmq;
 
 use std::collections::BTreeMap;
@@ -36,14 +37,17 @@ use crate::history::Answer;
 pub(crate) enum BrokerKind {
     /// AMQP 0-9-1 through `lapin`.
     RabbitMq,
+    /// NATS JetStream through `async-nats`.
+    JetStream,
 }
 
 impl BrokerKind {
-    pub(crate) const NAMES: [&'static str; 1] = ["rabbitmq"];
+    pub(crate) const NAMES: [&'static str; 2] = ["rabbitmq", "jetstream"];
 
     pub(crate) fn parse(name: &str) -> Option<BrokerKind> {
         match name {
             "rabbitmq" => Some(BrokerKind::RabbitMq),
+            "jetstream" => Some(BrokerKind::JetStream),
             _ => None,
         }
     }
@@ -51,6 +55,15 @@ impl BrokerKind {
     pub(crate) fn default_url(self) -> &'static str {
         match self {
             BrokerKind::RabbitMq => "amqp://guest:guest@127.0.0.1:5672/%2f",
+            BrokerKind::JetStream => "nats://127.0.0.1:4222",
+        }
+    }
+
+    /// The URL schemes its client takes.
+    pub(crate) fn schemes(self) -> &'static [&'static str] {
+        match self {
+            BrokerKind::RabbitMq => &["amqp://"],
+            BrokerKind::JetStream => &["nats://"],
         }
     }
 }
@@ -75,27 +88,48 @@ pub(crate) struct Broker {
     /// Whether the consumer answers on the reply queue.
     pub reply: bool,
     /// How long the broker keeps a created queue nobody uses (after a
-    /// SIGKILL of chaos).
+    /// SIGKILL of chaos); JetStream: how long the stream keeps a message.
     pub expires: Duration,
+    /// JetStream: the consumer's `AckWait`, after which an unacked message
+    /// is delivered again (RabbitMQ's consumer timeout is the server's).
+    pub ack_wait: Duration,
+    /// JetStream: the stream's `duplicate_window`, inside which a message
+    /// with a `Nats-Msg-Id` seen before is dropped by the broker.
+    pub duplicate_window: Duration,
 }
 
 impl Broker {
     pub(super) const NAME: &'static str = "broker";
     pub(super) const DOC: &'static str =
-        "a message on a queue of a real broker (RabbitMQ), taken by a consumer process: [broker] in its target file";
+        "a message on a queue of a real broker (RabbitMQ, NATS JetStream), taken by a consumer process: [broker] in its target file";
 
-    /// The name of the queue a run of chaos creates for `target`.
-    pub(crate) fn run_queue(base: &str, target: &str) -> String {
-        format!("{base}.chaos-{target}-{}", std::process::id())
+    /// The name of the queue (stream) a run of chaos creates for `target`:
+    /// a JetStream stream's name may hold no '.'.
+    pub(crate) fn run_queue(kind: BrokerKind, base: &str, target: &str) -> String {
+        let pid = std::process::id();
+        match kind {
+            BrokerKind::RabbitMq => format!("{base}.chaos-{target}-{pid}"),
+            BrokerKind::JetStream => format!("{}-chaos-{target}-{pid}", base.replace('.', "-")),
+        }
+    }
+
+    /// JetStream: the subject the stream takes, its own name.
+    pub(crate) fn subject(&self) -> String {
+        self.queue.clone()
     }
 
     /// What the consumer is told, besides the `CHAOS_*` variables every
     /// target gets.
     pub(crate) fn env(&self) -> Vec<(String, String)> {
-        vec![
+        let mut env = vec![
             (BROKER_URL.into(), self.url.clone()),
             (BROKER_QUEUE.into(), self.queue.clone()),
-        ]
+        ];
+        if self.kind == BrokerKind::JetStream {
+            env.push((BROKER_SUBJECT.into(), self.subject()));
+            env.push((BROKER_CONSUMER.into(), self.queue.clone()));
+        }
+        env
     }
 
     /// The URL without its password, for messages.
@@ -109,6 +143,7 @@ impl Broker {
     pub(crate) async fn prepare(&self) -> Result<(), String> {
         match self.kind {
             BrokerKind::RabbitMq => rabbitmq::prepare(self).await,
+            BrokerKind::JetStream => jetstream::prepare(self).await,
         }
     }
 
@@ -117,6 +152,7 @@ impl Broker {
     pub(crate) async fn consuming(&self) -> Result<(), String> {
         match self.kind {
             BrokerKind::RabbitMq => rabbitmq::consuming(self).await,
+            BrokerKind::JetStream => jetstream::consuming(self).await,
         }
     }
 
@@ -160,6 +196,10 @@ impl Broker {
         Message {
             body,
             headers,
+            operation_id: self
+                .operation_id
+                .as_ref()
+                .map(|_| values.operation_id.to_owned()),
             correlation: outgoing
                 .identities
                 .iter()
@@ -174,6 +214,10 @@ impl Broker {
 pub(crate) struct Message {
     pub body: Bytes,
     pub headers: Vec<(String, String)>,
+    /// The operation id, when the message carries one: JetStream's
+    /// `Nats-Msg-Id`, by which the broker drops a message it saw inside
+    /// the stream's duplicate window.
+    pub operation_id: Option<String>,
     /// The attempt id: what the consumer's answer names.
     pub correlation: String,
 }
@@ -181,6 +225,9 @@ pub(crate) struct Message {
 /// What the consumer is told: the broker's URL and the queue to consume.
 pub(crate) const BROKER_URL: &str = "CHAOS_BROKER_URL";
 pub(crate) const BROKER_QUEUE: &str = "CHAOS_BROKER_QUEUE";
+/// JetStream: the subject to publish to and the durable consumer to bind.
+pub(crate) const BROKER_SUBJECT: &str = "CHAOS_BROKER_SUBJECT";
+pub(crate) const BROKER_CONSUMER: &str = "CHAOS_BROKER_CONSUMER";
 
 /// The queues this process created and has not deleted yet, with the
 /// broker each is on: deleted at the end of the run ([`delete_created`]).
@@ -223,7 +270,9 @@ pub(crate) fn delete_created(only: Option<&Broker>) {
     runtime.block_on(async {
         for broker in brokers {
             let deleted = match broker.kind {
-                BrokerKind::RabbitMq => rabbitmq::delete(&broker),
+                BrokerKind::RabbitMq => Box::pin(rabbitmq::delete(&broker))
+                    as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>,
+                BrokerKind::JetStream => Box::pin(jetstream::delete(&broker)),
             };
             // Bounded: a broker that stopped answering must not hold the exit.
             let _ = tokio::time::timeout(Duration::from_secs(5), deleted).await;
@@ -273,10 +322,10 @@ impl Way for Broker {
     ) -> Sending<'a> {
         Box::pin(async move {
             let message = self.message(outgoing);
-            let sent = match self.kind {
-                BrokerKind::RabbitMq => rabbitmq::send(self, &message, outgoing.timeout),
-            };
-            let published = sent.await?;
+            let published = match self.kind {
+                BrokerKind::RabbitMq => rabbitmq::send(self, &message, outgoing.timeout).await,
+                BrokerKind::JetStream => jetstream::send(self, &message, outgoing.timeout).await,
+            }?;
             Ok(Reply {
                 answer: read_answer(published),
                 retry_after: None,
@@ -291,6 +340,9 @@ pub(crate) enum Published {
     Confirmed,
     /// The consumer's answer on the reply queue.
     Answered(Vec<u8>),
+    /// JetStream took it as a duplicate of a message with the same
+    /// `Nats-Msg-Id` inside the duplicate window: nobody will take it.
+    Duplicate,
 }
 
 /// The consumer's answer read as chaos's answer body; the confirm alone is
@@ -302,18 +354,26 @@ fn read_answer(published: Published) -> Answer {
             headers: BTreeMap::new(),
             body: Bytes::from(body),
         }),
-        Published::Confirmed => Answer {
-            status: 200,
-            outcome: chaos_kit::protocol::Outcome::Pending,
-            receipt: None,
-            disclosed_result: false,
-            records: Vec::new(),
-            reason: Some(
-                "accepted by the broker (publish confirmed); the consumer's outcome is not read (reply = false)"
-                    .into(),
-            ),
-            unread: None,
-        },
+        Published::Confirmed => pending(
+            "accepted by the broker (publish confirmed); the consumer's outcome is not read (reply = false)",
+        ),
+        Published::Duplicate => pending(
+            "dropped by the broker as a duplicate of an earlier message with the same Nats-Msg-Id, inside the stream's duplicate window: no consumer will take it",
+        ),
+    }
+}
+
+/// An answer that says the broker has (or had) the message, and nothing of
+/// what came of it.
+fn pending(reason: &str) -> Answer {
+    Answer {
+        status: 200,
+        outcome: chaos_kit::protocol::Outcome::Pending,
+        receipt: None,
+        disclosed_result: false,
+        records: Vec::new(),
+        reason: Some(reason.into()),
+        unread: None,
     }
 }
 
@@ -360,6 +420,8 @@ mod tests {
             headers: BTreeMap::from([("X-Tool".into(), Template::parse("{tool}").unwrap())]),
             reply: true,
             expires: Duration::from_secs(60),
+            ack_wait: Duration::from_secs(2),
+            duplicate_window: Duration::from_secs(120),
         }
     }
 
