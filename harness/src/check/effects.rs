@@ -64,7 +64,12 @@ fn counts(run: &RunView<'_>, operation: &OperationView<'_>, findings: &mut Findi
             .iter()
             .find(|dispatch| dispatch.number == extra.dispatch)
             .and_then(|dispatch| dispatch.delivery)
-            .map(|delivery| format!(", from delivery {delivery} of the same message"))
+            .map(|delivery| match delivery {
+                // A message published again (the agent's retry), not the
+                // broker's redelivery.
+                1 => ", from the first delivery of a message".to_owned(),
+                _ => format!(", from delivery {delivery} of the same message"),
+            })
             .unwrap_or_default()
     };
     let culprit = |extra: &crate::history::Effect| {
@@ -242,6 +247,19 @@ mod tests {
             message.contains(
                 "effect 2 (rcpt-2, dispatch 2 at 9 ms, from delivery 2 of the same message)"
             ),
+            "{message}"
+        );
+        // A second message (the agent published again) is no redelivery.
+        let verdict = Case::new(ONE_CALL)
+            .commit(1, 3)
+            .delivered(1)
+            .commit(1, 9)
+            .delivered(1)
+            .answer(1, 1, 12, Outcome::Applied)
+            .judge();
+        let message = &verdict.finding(Check::DuplicateEffect).message;
+        assert!(
+            message.contains("dispatch 2 at 9 ms, from the first delivery of a message)"),
             "{message}"
         );
     }

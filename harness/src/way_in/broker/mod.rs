@@ -1,17 +1,19 @@
 //! The broker way in: the agent's tool call becomes a message published to
 //! the target's queue, and the target is a consumer process (any language)
 //! that performs the effect at chaos's provider and then acks. A target
-//! file's `[broker]` table selects it (docs/brokers.md).
+//! file's `[broker]` table selects it (docs/brokers.md): RabbitMQ
+//! ([`rabbitmq`]) or NATS JetStream ([`jetstream`]), a file each.
 //!
 //! What an attempt's answer is, honestly: the broker's publish confirm
-//! (RabbitMQ's publisher confirm) only says the broker took the message,
-//! never that the effect happened. So the agent waits for the consumer's
-//! own answer on a reply queue (`reply_to` and `correlation_id`, the RPC
-//! pattern every AMQP client has), read as chaos's answer body; a consumer
+//! (RabbitMQ's publisher confirm, JetStream's PubAck) only says the broker
+//! took the message, never that the effect happened. So the agent waits for
+//! the consumer's own answer on a reply queue (`reply_to` and
+//! `correlation_id`, the RPC pattern every AMQP client has; JetStream: an
+//! inbox named in a header), read as chaos's answer body; a consumer
 //! that cannot answer (`reply = false`) leaves the agent with the confirm
 //! alone, which it reads as `pending`: accepted, outcome not known.
 //!
-//! A queue chaos creates is this run's only (its name ends with the
+//! A RabbitMQ queue chaos creates is this run's only (its name ends with the
 //! target's name and chaos's process id), is deleted when the run ends or
 //! is cancelled, and carries `x-expires`: after a SIGKILL of chaos (which
 //! also kills the consumer, its parent-death signal) the broker deletes it
