@@ -359,6 +359,11 @@ pub struct Dispatch {
     /// sent.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub provider_shaped: bool,
+    /// Which delivery of a broker's message the consumer acted on (1: the
+    /// first), when it said so in `X-Chaos-Delivery`: what a finding names
+    /// when a redelivery made the second effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<u32>,
     pub disposition: Disposition,
 }
 

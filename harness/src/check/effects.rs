@@ -55,6 +55,23 @@ fn counts(run: &RunView<'_>, operation: &OperationView<'_>, findings: &mut Findi
     let name = operation.name;
     let (expected, expected_max) = (operation.expected, operation.expected_max);
     let count = operation.effects.len() as u32;
+    // The broker's view, when the consumer reported it: which delivery of
+    // the message made this effect.
+    let delivery = |extra: &crate::history::Effect| {
+        run.run
+            .ledger
+            .dispatches
+            .iter()
+            .find(|dispatch| dispatch.number == extra.dispatch)
+            .and_then(|dispatch| dispatch.delivery)
+            .map(|delivery| match delivery {
+                // A message published again (the agent's retry), not the
+                // broker's redelivery.
+                1 => ", from the first delivery of a message".to_owned(),
+                _ => format!(", from delivery {delivery} of the same message"),
+            })
+            .unwrap_or_default()
+    };
     let culprit = |extra: &crate::history::Effect| {
         operation
             .attempts
@@ -73,13 +90,14 @@ fn counts(run: &RunView<'_>, operation: &OperationView<'_>, findings: &mut Findi
             Check::DuplicateEffect,
             Some(name),
             format!(
-                "operation '{name}': {} effects within one retention epoch (opened at {} ms), expected {expected} per epoch; effect {} ({}, dispatch {} at {} ms) was committed {}",
+                "operation '{name}': {} effects within one retention epoch (opened at {} ms), expected {expected} per epoch; effect {} ({}, dispatch {} at {} ms{}) was committed {}",
                 crowded.effects,
                 crowded.starts_at,
                 operation.effects.iter().position(|effect| std::ptr::eq(*effect, extra)).map_or(0, |at| at + 1),
                 extra.receipt,
                 extra.dispatch,
                 extra.at,
+                delivery(extra),
                 culprit(extra)
             ),
         );
@@ -91,12 +109,13 @@ fn counts(run: &RunView<'_>, operation: &OperationView<'_>, findings: &mut Findi
             Check::DuplicateEffect,
             Some(name),
             format!(
-                "operation '{name}': {count} effects, expected {}; effect {} ({}, dispatch {} at {} ms) was committed {culprit}",
+                "operation '{name}': {count} effects, expected {}; effect {} ({}, dispatch {} at {} ms{}) was committed {culprit}",
                 range(expected, expected_max),
                 expected_max + 1,
                 extra.receipt,
                 extra.dispatch,
-                extra.at
+                extra.at,
+                delivery(extra)
             ),
         );
     } else if let Some(why) = (count < expected && run.judges_completion())
@@ -215,6 +234,39 @@ mod tests {
         );
         assert!(
             message.contains("during attempt att-0-1-1-2 (call 1, worker 1, attempt 2)"),
+            "{message}"
+        );
+    }
+
+    // guards: issue 25, "the second effect came from delivery 2 of the same
+    // message": the broker's view, as the consumer reported it, is named
+    #[test]
+    fn a_duplicate_a_broker_redelivered_names_the_delivery() {
+        let verdict = Case::new(ONE_CALL)
+            .commit(1, 3)
+            .delivered(1)
+            .commit(1, 9)
+            .delivered(2)
+            .answer(1, 1, 12, Outcome::Applied)
+            .judge();
+        let message = &verdict.finding(Check::DuplicateEffect).message;
+        assert!(
+            message.contains(
+                "effect 2 (rcpt-2, dispatch 2 at 9 ms, from delivery 2 of the same message)"
+            ),
+            "{message}"
+        );
+        // A second message (the agent published again) is no redelivery.
+        let verdict = Case::new(ONE_CALL)
+            .commit(1, 3)
+            .delivered(1)
+            .commit(1, 9)
+            .delivered(1)
+            .answer(1, 1, 12, Outcome::Applied)
+            .judge();
+        let message = &verdict.finding(Check::DuplicateEffect).message;
+        assert!(
+            message.contains("dispatch 2 at 9 ms, from the first delivery of a message)"),
             "{message}"
         );
     }

@@ -354,8 +354,17 @@ impl Case {
                 .then_some(decided.payload.intent),
             payload_fingerprint: decided.payload.fingerprint,
             provider_shaped: false,
+            delivery: None,
             disposition,
         });
+    }
+
+    /// The last dispatch as a consumer on a broker reported it: made by
+    /// `delivery` of the message.
+    pub(crate) fn delivered(mut self, delivery: u32) -> Case {
+        let dispatch = self.ledger.dispatches.last_mut().expect("a dispatch first");
+        dispatch.delivery = Some(delivery);
+        self
     }
 
     /// The last dispatch as a provider with an API of its own (Stripe's

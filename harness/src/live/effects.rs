@@ -173,6 +173,7 @@ pub(crate) fn record(ledger: &mut Ledger, mut rows: Vec<Row>, tool: &str, starte
             payload_fingerprint: fingerprint.clone(),
             intent_fingerprint: None,
             provider_shaped: false,
+            delivery: None,
             disposition: Disposition::Committed {
                 receipt: row.receipt.clone(),
             },
@@ -220,6 +221,7 @@ mod tests {
             payload_fingerprint: "x".into(),
             intent_fingerprint: None,
             provider_shaped: false,
+            delivery: None,
             disposition: Disposition::Dropped,
         });
         record(

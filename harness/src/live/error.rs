@@ -81,6 +81,10 @@ pub(crate) enum Error {
 
     #[error("target '{target}' cannot be tested as its target file says: {why}")]
     Untestable { target: String, why: String },
+    /// What its way in sets up before the process starts (a broker's queue)
+    /// could not be: the reason says what and how to fix it.
+    #[error("target '{target}': {why}")]
+    NotPrepared { target: String, why: String },
     #[error("target '{target}' [effects]: {why}")]
     Effects { target: String, why: String },
     #[error("target '{target}': {why}; the run cannot be judged on a grant its store never got (fix the command in the target file's [authority], and try it by hand)")]

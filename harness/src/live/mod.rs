@@ -55,7 +55,13 @@ use crate::trial::{Concurrency, Driver, Run};
 pub(crate) use error::Error;
 use slot::Slot;
 
-pub(crate) use launch::end_all as end_all_targets;
+/// Ends every target process still running, then deletes the queues the
+/// run created on a broker: for exits that cannot wait for the owners'
+/// guards (a second Ctrl-C).
+pub(crate) fn end_all_targets() {
+    launch::end_all();
+    crate::way_in::broker::delete_created(None);
+}
 
 /// Runs a target file's trials: built once, before its first trial; then
 /// each thread that runs its trials keeps one process ([`Slot`]) for as long
@@ -72,6 +78,16 @@ pub(crate) struct LiveDriver<'a> {
     keep_trying: bool,
     /// Redacted: the target's secrets are masked in every message it hands on.
     payloads: Payloads,
+}
+
+/// The target's processes first, then what its way in set up (a broker's
+/// queue): a queue deleted under a live consumer would read as the
+/// consumer's failure.
+impl Drop for LiveDriver<'_> {
+    fn drop(&mut self) {
+        self.slots().clear();
+        self.file.way_in.take_down();
+    }
 }
 
 impl<'a> LiveDriver<'a> {

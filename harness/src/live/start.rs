@@ -132,6 +132,7 @@ pub(super) fn launch(
             retention.as_millis().to_string(),
         ));
     }
+    env.extend(target.way_in.env());
     let facts = RunFacts {
         listen_addr: &addrs.target,
         provider_url: &provider_url,
@@ -164,6 +165,14 @@ pub(super) async fn start(
     target: &TargetFile,
     cancel: &AtomicBool,
 ) -> Result<Option<TargetProcess>> {
+    target
+        .way_in
+        .prepare()
+        .await
+        .map_err(|why| Error::NotPrepared {
+            target: target.name.clone(),
+            why,
+        })?;
     let mut process = TargetProcess::spawn(launch)?;
     let deadline = Instant::now() + target.ready_timeout;
     let probe = Client::new(Arc::new(TcpNetwork));

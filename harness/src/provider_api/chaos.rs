@@ -57,6 +57,7 @@ pub(super) fn effects_post(desk: Arc<dyn Desk>, request: Request) -> Option<Answ
         .as_ref()
         .ok()
         .and_then(|body| body.get(desk.subject_field())?.as_str().map(str::to_owned));
+    let delivery = super::delivery(&request);
     let incoming = Incoming {
         tool,
         key: request.header_value(IDEMPOTENCY_KEY).map(str::to_owned),
@@ -69,6 +70,7 @@ pub(super) fn effects_post(desk: Arc<dyn Desk>, request: Request) -> Option<Answ
             .into_iter()
             .collect(),
         resource: None,
+        delivery,
     };
     Some(Box::pin(async move { desk.dispatch(incoming).await }))
 }

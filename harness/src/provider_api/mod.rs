@@ -240,6 +240,22 @@ pub(crate) struct Incoming {
     pub free_text: Vec<String>,
     /// Stripe: the kind of object it creates.
     pub resource: Option<Resource>,
+    /// The delivery of a broker's message the consumer acted on, from
+    /// [`DELIVERY`].
+    pub delivery: Option<u32>,
+}
+
+/// The header a consumer on a broker may send its provider request with:
+/// which delivery of the message it acts on (1 the first; RabbitMQ's
+/// `x-delivery-count` plus one). Read by every API, never required.
+pub(crate) const DELIVERY: &str = "x-chaos-delivery";
+
+/// The [`DELIVERY`] header of `request`, when it is a positive number.
+pub(crate) fn delivery(request: &chaos_kit::http::Request) -> Option<u32> {
+    request
+        .header_value(DELIVERY)
+        .and_then(|value| value.trim().parse().ok())
+        .filter(|delivery| *delivery > 0)
 }
 
 /// What the provider answers a dispatch, before it is written in the API's

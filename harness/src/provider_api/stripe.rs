@@ -296,6 +296,7 @@ fn incoming(provider: &dyn Desk, resource: Resource, request: Request) -> Incomi
         }
         _ => Ok(params),
     });
+    let delivery = super::delivery(&request);
     Incoming {
         tool: resource.collection().to_owned(),
         key: request.header_value(IDEMPOTENCY_KEY).map(str::to_owned),
@@ -306,6 +307,7 @@ fn incoming(provider: &dyn Desk, resource: Resource, request: Request) -> Incomi
         // service's choice, and Stripe compares every parameter.
         free_text: Vec::new(),
         resource: Some(resource),
+        delivery,
     }
 }
 

@@ -349,6 +349,7 @@ impl Provider {
             payload_fingerprint: fingerprint,
             intent_fingerprint,
             provider_shaped: incoming.resource.is_some(),
+            delivery: incoming.delivery,
             disposition: Disposition::Dropped,
         };
         // An API may refuse a key while a request with it executes (Stripe
@@ -754,6 +755,7 @@ mod tests {
             subject: Some(subject.to_owned()),
             free_text: Vec::new(),
             resource: None,
+            delivery: None,
         }
     }
 

@@ -36,6 +36,9 @@
 //!
 //! [mcp]                               # optional: the target is an MCP server (see `mcp.rs`)
 //! transport = "streamable-http"
+//! [broker]                            # optional: the target consumes a queue (docs/brokers.md)
+//! kind = "rabbitmq"
+//! queue = "charges"
 //! ```
 //!
 //! Config only: this folder imports nothing of the run. The file is read in
@@ -47,6 +50,7 @@
 
 mod agent;
 mod authority;
+mod broker;
 mod effects;
 mod env;
 mod mcp;
@@ -151,11 +155,7 @@ impl TargetFile {
 
     /// The `[response]` mapping, when the file reads answers its own way.
     pub(crate) fn reads_its_own_outcomes(&self) -> bool {
-        match &self.way_in {
-            WayIn::Mapped(Mapping { response, .. }) => response.outcome.is_some(),
-            WayIn::Mcp(mcp) => mcp.response.outcome.is_some(),
-            WayIn::Protocol(_) => false,
-        }
+        self.way_in.reads_its_own_outcomes()
     }
 }
 
@@ -228,6 +228,7 @@ struct File {
     agent: Option<Spanned<agent::AgentFile>>,
     #[serde(default)]
     mcp: Option<Spanned<mcp::McpFile>>,
+    broker: Option<Spanned<broker::BrokerFile>>,
 }
 
 fn default_ready_timeout() -> Duration {
@@ -337,10 +338,25 @@ impl File {
             !status.is_empty(),
             &errors,
         )?;
-        let way_in = match (mcp, request, response) {
-            (Some(mcp), _, _) => WayIn::Mcp(mcp),
-            (None, None, None) => WayIn::Protocol(Protocol::with_status(status.clone())),
-            (None, request, response) => WayIn::Mapped(Mapping {
+        let broker_span = self.broker.as_ref().map(Spanned::span);
+        let broker = broker::validate(self.broker, &name, &errors)?;
+        let way_in = match (mcp, broker, request, response) {
+            (Some(_), Some(_), _, _) => {
+                return Err(error_at(
+                    broker_span.unwrap_or_default(),
+                    "[broker] and [mcp] both say how calls reach the target; keep [broker] for a consumer on a queue, or [mcp] for an MCP server".into(),
+                ))
+            }
+            (Some(mcp), None, _, _) => WayIn::Mcp(mcp),
+            (None, Some(broker), None, None) => WayIn::Broker(broker),
+            (None, Some(_), _, _) => {
+                return Err(error_at(
+                    broker_span.unwrap_or_default(),
+                    "[broker] and [request]/[response] both say how calls reach the target; keep [broker] for a consumer on a queue, or the others for an HTTP service".into(),
+                ))
+            }
+            (None, None, None, None) => WayIn::Protocol(Protocol::with_status(status.clone())),
+            (None, None, request, response) => WayIn::Mapped(Mapping {
                 request: request.unwrap_or_default(),
                 response: response.unwrap_or_else(|| {
                     crate::way_in::mapped::ResponseMapping::with_status(status.clone())

@@ -116,6 +116,10 @@ impl Way for Mapping {
         &self.request.tools
     }
 
+    fn reads_its_own_outcomes(&self) -> bool {
+        self.response.outcome.is_some()
+    }
+
     fn admit(&self, calls: &[CallArguments], target: &str) -> Result<(), String> {
         check_arguments(&self.request, target, calls)
     }
@@ -317,7 +321,7 @@ impl Template {
         })
     }
 
-    fn render(&self, lookup: impl Fn(&str) -> Option<Value>) -> String {
+    pub(super) fn render(&self, lookup: impl Fn(&str) -> Option<Value>) -> String {
         self.render_with(lookup, str::to_owned)
     }
 

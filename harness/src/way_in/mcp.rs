@@ -507,6 +507,10 @@ impl Mcp {
 }
 
 impl Way for Mcp {
+    fn reads_its_own_outcomes(&self) -> bool {
+        self.response.outcome.is_some()
+    }
+
     fn admit(&self, _calls: &[CallArguments], _target: &str) -> Result<(), String> {
         let placeholders = |mapping: &ToolMapping| -> Vec<String> {
             (mapping.arguments.iter().flat_map(BTreeMap::values))

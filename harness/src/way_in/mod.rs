@@ -8,6 +8,8 @@
 //!   file's `[request]` and `[response]` tables (§1.2).
 //! - [`mcp`]: an MCP server over Streamable HTTP, chaos its client, each
 //!   attempt a `tools/call` (§1.4); the target file's `[mcp]` table.
+//! - [`broker`]: a message on a real broker's queue, taken by a consumer
+//!   process; the file's `[broker]` table (docs/brokers.md).
 //!
 //! A unit decides, once per cell before anything runs, whether a scenario's
 //! calls give it what it needs ([`Way::admit`]); then carries each attempt
@@ -19,6 +21,7 @@
 //! that selects it in `target_file/`, a section of the protocol doc, an
 //! example and a test.
 
+pub(crate) mod broker;
 pub(crate) mod mapped;
 pub(crate) mod mcp;
 mod protocol;
@@ -32,6 +35,7 @@ use bytes::Bytes;
 use chaos_kit::http::{CallFailure, Client, Request, Response};
 
 use crate::history::{Answer, McpSeen};
+pub(crate) use broker::Broker;
 pub(crate) use mapped::Mapping;
 pub(crate) use mcp::Mcp;
 pub(crate) use protocol::Protocol;
@@ -65,6 +69,7 @@ ways! {
     Protocol(Protocol),
     Mapped(Mapping),
     Mcp(Mcp),
+    Broker(Broker),
 }
 
 /// One way in. Object-safe: the agent holds whichever the target file
@@ -125,6 +130,26 @@ pub(crate) trait Way: Send + Sync {
     fn readiness(&self, addr: &str) -> String {
         format!("answer GET /healthz on {addr} with 200")
     }
+    /// Variables this way in adds to the target's environment (a broker's
+    /// URL and queue). None, unless it has some.
+    fn env(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// What must exist before the target process starts (a broker's queue
+    /// for the run), set up; why not, when it cannot be. Nothing, unless
+    /// the way in needs something.
+    fn prepare(&self) -> Preparing<'_> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+    /// Whether answers are read through a `[response]` mapping's own
+    /// outcome values rather than chaos's outcome names.
+    fn reads_its_own_outcomes(&self) -> bool {
+        false
+    }
+    /// Takes down what [`Way::prepare`] set up, once the target's run is
+    /// over and its processes are gone. Blocking, bounded. Nothing, unless
+    /// it set something up.
+    fn take_down(&self) {}
     /// What this way in learned of the target during a trial whose calls
     /// are of tools `called` and whose attempts are `attempts` (by id).
     fn seen(&self, _called: &BTreeSet<String>, _attempts: &BTreeSet<&str>) -> Option<McpSeen> {
@@ -137,6 +162,9 @@ pub(crate) type Sending<'a> = Pin<Box<dyn Future<Output = Result<Reply, CallFail
 
 /// A cancel on its way.
 pub(crate) type Cancelling<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// What a way in sets up before the target starts.
+pub(crate) type Preparing<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
 
 /// Whether a target is ready.
 pub(crate) type Readying<'a> = Pin<Box<dyn Future<Output = Ready> + Send + 'a>>;
@@ -235,6 +263,22 @@ impl WayIn {
 
     pub(crate) fn readiness(&self, addr: &str) -> String {
         self.unit().readiness(addr)
+    }
+
+    pub(crate) fn env(&self) -> Vec<(String, String)> {
+        self.unit().env()
+    }
+
+    pub(crate) fn prepare(&self) -> Preparing<'_> {
+        self.unit().prepare()
+    }
+
+    pub(crate) fn take_down(&self) {
+        self.unit().take_down()
+    }
+
+    pub(crate) fn reads_its_own_outcomes(&self) -> bool {
+        self.unit().reads_its_own_outcomes()
     }
 
     pub(crate) fn seen(

@@ -1,0 +1,245 @@
+//! NATS JetStream through `async-nats`: a stream and a durable pull
+//! consumer chaos creates for the run (the consumer's `AckWait` shortened,
+//! the stream's `duplicate_window` as the file says), each attempt
+//! published with `Nats-Msg-Id` and its PubAck awaited, and the consumer's
+//! answer read from a core NATS inbox named in the message's `Reply-To`
+//! header (a JetStream message's own reply subject is its ack).
+//!
+//! JetStream has no stream that expires by itself: a run SIGKILLed before
+//! it deleted its stream leaves it behind, and the next run that prepares a
+//! JetStream target deletes every stream of chaos's whose process is gone
+//! (the name ends with that process's id).
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, stream};
+use async_nats::HeaderMap;
+use chaos_kit::http::CallFailure;
+use futures_util::StreamExt;
+
+use super::{failure, remember_created, Broker, Message, Published};
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The header that names the inbox the consumer answers on, and the one
+/// its answer carries back (the attempt id).
+pub(crate) const REPLY_TO: &str = "Reply-To";
+pub(crate) const CORRELATION_ID: &str = "Correlation-Id";
+
+async fn connect(broker: &Broker) -> Result<async_nats::Client, String> {
+    async_nats::ConnectOptions::new()
+        .connection_timeout(CONNECT_TIMEOUT)
+        .connect(broker.url.as_str())
+        .await
+        .map_err(|error| {
+            format!(
+                "NATS at {} could not be reached: {error}; start it with JetStream (e.g. `nats-server -js`) or fix [broker] url",
+                broker.address()
+            )
+        })
+}
+
+/// A stream chaos left behind in a run that was SIGKILLed: its name ends
+/// with the id of a process that is no more.
+fn orphaned(name: &str) -> bool {
+    let Some((_, pid)) = name.rsplit_once("-chaos-").and_then(|(base, rest)| {
+        rest.rsplit_once('-')
+            .map(|(_, pid)| (base, pid.parse::<i32>().ok()))
+    }) else {
+        return false;
+    };
+    match pid {
+        Some(pid) if pid as u32 != std::process::id() => {
+            !std::path::Path::new(&format!("/proc/{pid}")).exists()
+        }
+        _ => false,
+    }
+}
+
+pub(super) async fn prepare(broker: &Broker) -> Result<(), String> {
+    let client = connect(broker).await?;
+    let js = jetstream::new(client);
+    if broker.create {
+        let mut names = js.stream_names();
+        let mut orphans = Vec::new();
+        while let Some(Ok(name)) = names.next().await {
+            if orphaned(&name) {
+                orphans.push(name);
+            }
+        }
+        for name in orphans {
+            let _ = js.delete_stream(&name).await;
+        }
+        let stream = js
+            .get_or_create_stream(stream::Config {
+                name: broker.queue.clone(),
+                subjects: vec![broker.subject()],
+                duplicate_window: broker.duplicate_window,
+                // JetStream refuses a window longer than the messages live.
+                max_age: broker.expires.max(broker.duplicate_window),
+                ..stream::Config::default()
+            })
+            .await
+            .map_err(|error| {
+                format!(
+                    "NATS at {} refused to create stream '{}': {error} (is JetStream enabled? `nats-server -js`)",
+                    broker.address(),
+                    broker.queue
+                )
+            })?;
+        remember_created(broker);
+        stream
+            .get_or_create_consumer(
+                &broker.queue,
+                consumer::pull::Config {
+                    durable_name: Some(broker.queue.clone()),
+                    ack_wait: broker.ack_wait,
+                    // Bounded: a consumer that never acks does not take the
+                    // message for ever.
+                    max_deliver: 10,
+                    ..consumer::pull::Config::default()
+                },
+            )
+            .await
+            .map_err(|error| {
+                format!(
+                    "NATS at {} refused to create consumer '{}': {error}",
+                    broker.address(),
+                    broker.queue
+                )
+            })?;
+        return Ok(());
+    }
+    match js.get_stream(&broker.queue).await {
+        Ok(_) => Ok(()),
+        Err(error) => {
+            let mut names = js.stream_names();
+            let mut existing = Vec::new();
+            while let Some(Ok(name)) = names.next().await {
+                existing.push(name);
+            }
+            Err(format!(
+                "stream '{}' does not exist on NATS at {} ({error}); the streams there are: {}. Create it, or set create = true in [broker] to have chaos create one for each run",
+                broker.queue,
+                broker.address(),
+                if existing.is_empty() { "none".to_owned() } else { existing.join(", ") }
+            ))
+        }
+    }
+}
+
+pub(super) async fn consuming(broker: &Broker) -> Result<(), String> {
+    let client = connect(broker).await?;
+    let js = jetstream::new(client);
+    let stream = js
+        .get_stream(&broker.queue)
+        .await
+        .map_err(|error| format!("stream '{}': {error}", broker.queue))?;
+    let info = stream
+        .consumer_info(&broker.queue)
+        .await
+        .map_err(|error| format!("consumer '{}': {error}", broker.queue))?;
+    // A pull consumer takes messages by asking for them: one waiting pull
+    // request is a consumer ready to take the next message.
+    if info.num_waiting > 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "no pull request on consumer '{}' of stream '{}' yet",
+            broker.queue, broker.queue
+        ))
+    }
+}
+
+pub(super) async fn delete(broker: &Broker) {
+    let Ok(client) = connect(broker).await else {
+        return;
+    };
+    let _ = jetstream::new(client).delete_stream(&broker.queue).await;
+}
+
+pub(super) async fn send(
+    broker: &Broker,
+    message: &Message,
+    timeout: Duration,
+) -> Result<Published, CallFailure> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let client = tokio::time::timeout_at(
+        deadline,
+        async_nats::ConnectOptions::new()
+            .connection_timeout(timeout)
+            .connect(broker.url.as_str()),
+    )
+    .await
+    .map_err(|_| CallFailure::Timeout)?
+    .map_err(|_| failure(true))?;
+    tokio::time::timeout_at(deadline, publish(&client, broker, message))
+        .await
+        .unwrap_or(Err(CallFailure::Timeout))
+}
+
+async fn publish(
+    client: &async_nats::Client,
+    broker: &Broker,
+    message: &Message,
+) -> Result<Published, CallFailure> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in &message.headers {
+        headers.insert(name.as_str(), value.as_str());
+    }
+    if let Some(id) = &message.operation_id {
+        headers.insert("Nats-Msg-Id", id.as_str());
+    }
+    headers.insert(CORRELATION_ID, message.correlation.as_str());
+    let mut replies = None;
+    if broker.reply {
+        let inbox = client.new_inbox();
+        replies = Some(
+            client
+                .subscribe(inbox.clone())
+                .await
+                .map_err(|_| failure(true))?,
+        );
+        headers.insert(REPLY_TO, inbox.as_str());
+    }
+    let js = jetstream::new(client.clone());
+    let ack = js
+        .publish_with_headers(broker.subject(), headers, message.body.clone())
+        .await
+        .map_err(|_| failure(true))?
+        .await
+        .map_err(|_| failure(false))?;
+    if ack.duplicate {
+        return Ok(Published::Duplicate);
+    }
+    let Some(mut replies) = replies else {
+        return Ok(Published::Confirmed);
+    };
+    while let Some(reply) = replies.next().await {
+        let ours = reply
+            .headers
+            .as_ref()
+            .and_then(|headers| headers.get(CORRELATION_ID))
+            .is_none_or(|id| id.as_str() == message.correlation);
+        if ours {
+            return Ok(Published::Answered(reply.payload.to_vec()));
+        }
+    }
+    Err(failure(false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_stream_of_a_process_that_is_gone_is_orphaned() {
+        assert!(!orphaned("charges"));
+        assert!(!orphaned(&format!(
+            "charges-chaos-t-{}",
+            std::process::id()
+        )));
+        // Past the kernel's pid range: no such process.
+        assert!(orphaned("charges-chaos-t-999999999"));
+    }
+}
