@@ -190,6 +190,7 @@ pub(super) async fn start(
             .into());
         }
         let last = match target.way_in.ready(&probe, addr, PROBE_TIMEOUT, true).await {
+            Ready::Yes if !target.way_in.listens() => return Ok(Some(process)),
             Ready::Yes => {
                 let port = addr.rsplit(':').next().and_then(|port| port.parse().ok());
                 let taken = port.and_then(|port| held_by_group(port, process.group()));

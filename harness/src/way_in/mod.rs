@@ -141,6 +141,12 @@ pub(crate) trait Way: Send + Sync {
     fn prepare(&self) -> Preparing<'_> {
         Box::pin(std::future::ready(Ok(())))
     }
+    /// Whether the target process listens on `{listen.addr}` (and must be
+    /// the one holding that port once ready). A consumer on a broker does
+    /// not: its calls come through the broker.
+    fn listens(&self) -> bool {
+        true
+    }
     /// Whether answers are read through a `[response]` mapping's own
     /// outcome values rather than chaos's outcome names.
     fn reads_its_own_outcomes(&self) -> bool {
@@ -279,6 +285,10 @@ impl WayIn {
 
     pub(crate) fn reads_its_own_outcomes(&self) -> bool {
         self.unit().reads_its_own_outcomes()
+    }
+
+    pub(crate) fn listens(&self) -> bool {
+        self.unit().listens()
     }
 
     pub(crate) fn seen(

@@ -320,6 +320,10 @@ impl Way for Broker {
         delete_created(Some(self));
     }
 
+    fn listens(&self) -> bool {
+        false
+    }
+
     fn admit(&self, calls: &[CallArguments], target: &str) -> Result<(), String> {
         let templates = self
             .fields
