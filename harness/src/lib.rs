@@ -18,7 +18,7 @@
 //!   `roles` (agent, provider, authority, nemesis) and never judge;
 //! - the live wing's three registries, one file per unit, as `fault` is:
 //!   `provider_api` (what the provider speaks: chaos, stripe, smtp),
-//!   `way_in` (how a call reaches the target: protocol, mapped, broker) and
+//!   `way_in` (how a call reaches the target: protocol, mapped, mcp, broker) and
 //!   `callers` (what makes the calls: agent); the first two sit below the
 //!   target file, which names their units, and know no role (a provider API
 //!   sees the provider's core only as the `Desk` it implements);
