@@ -7,7 +7,7 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -312,31 +312,10 @@ impl FakeGitHub {
             let mut comments = vec![serde_json::json!({"id": 1, "body": "LGTM"})];
             for stream in listener.incoming() {
                 let mut stream = stream.unwrap();
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut request_line = String::new();
-                reader.read_line(&mut request_line).unwrap();
-                let (mut length, mut authorization) = (0, String::new());
-                loop {
-                    let mut header = String::new();
-                    reader.read_line(&mut header).unwrap();
-                    if header.trim().is_empty() {
-                        break;
-                    }
-                    let (name, value) = header.split_once(':').unwrap();
-                    match name.to_ascii_lowercase().as_str() {
-                        "content-length" => length = value.trim().parse().unwrap(),
-                        "authorization" => authorization = value.trim().to_string(),
-                        _ => {}
-                    }
-                }
-                let mut body = vec![0; length];
-                reader.read_exact(&mut body).unwrap();
-                let body = String::from_utf8(body).unwrap();
-                let mut parts = request_line.split_whitespace();
-                let (method, path) = (
-                    parts.next().unwrap().to_string(),
-                    parts.next().unwrap().to_string(),
-                );
+                let request = common::HttpRequest::read(&stream);
+                let authorization = request.header("authorization");
+                let body = String::from_utf8(request.body).unwrap();
+                let (method, path) = (request.method, request.path);
                 let answer = match method.as_str() {
                     "GET" => serde_json::Value::from(comments.clone()),
                     "POST" => {

@@ -13,10 +13,9 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::AtomicBool;
 
 use chaos::report::Summary;
-use chaos::{Check, Scenario, Seeds, Status, Sweep, Target};
+use chaos::{Check, Scenario, Status, Target};
 
 const INBOX: &str = "examples/rabbitmq-consumer/target.toml";
 const NAIVE: &str = "examples/rabbitmq-consumer/naive.target.toml";
@@ -53,17 +52,7 @@ fn queue_scenarios() -> Vec<Scenario> {
 }
 
 fn run(scenarios: &[Scenario], target: &Target, seeds: u64) -> Summary {
-    chaos::run(
-        scenarios,
-        std::slice::from_ref(target),
-        Sweep::new(Seeds::Range {
-            first: 0,
-            count: seeds,
-        }),
-        &(),
-        &AtomicBool::new(false),
-    )
-    .expect("not cancelled")
+    common::sweep_target(scenarios, target, seeds)
 }
 
 fn verdicts(summary: &Summary) -> String {

@@ -139,6 +139,22 @@ pub fn run_sweep(scenarios: &[Scenario], targets: &[SimTarget], sweep: Sweep) ->
     chaos::run(scenarios, &targets, sweep, &(), &AtomicBool::new(false)).expect("not cancelled")
 }
 
+/// Seeds 0 to `seeds` of every scenario against one target (a live target
+/// file, or a simulated one).
+pub fn sweep_target(scenarios: &[Scenario], target: &Target, seeds: u64) -> Summary {
+    chaos::run(
+        scenarios,
+        std::slice::from_ref(target),
+        Sweep::new(Seeds::Range {
+            first: 0,
+            count: seeds,
+        }),
+        &(),
+        &AtomicBool::new(false),
+    )
+    .expect("not cancelled")
+}
+
 /// One simulated trial, judged, with what the run produced.
 pub fn trial(scenario: &Scenario, target: &SimTarget, seed: u64) -> (Verdict, Option<RunOutput>) {
     let judged = chaos::judge(scenario, &Target::Sim(target.clone()), seed);
@@ -248,4 +264,48 @@ pub fn run_live(
         .map(|bytes| serde_json::from_slice(&bytes).unwrap())
         .unwrap_or(serde_json::Value::Null);
     (output.status.code(), stdout, stderr, report)
+}
+
+/// One HTTP/1.1 request read off `stream` by a server a test runs: its
+/// method, path, headers (names lower-cased) and body.
+pub struct HttpRequest {
+    pub method: String,
+    pub path: String,
+    pub headers: std::collections::BTreeMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+impl HttpRequest {
+    pub fn read(stream: &std::net::TcpStream) -> HttpRequest {
+        use std::io::{BufRead, BufReader, Read};
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut request_line = String::new();
+        reader.read_line(&mut request_line).unwrap();
+        let mut headers = std::collections::BTreeMap::new();
+        loop {
+            let mut header = String::new();
+            reader.read_line(&mut header).unwrap();
+            if header.trim().is_empty() {
+                break;
+            }
+            let (name, value) = header.split_once(':').unwrap();
+            headers.insert(name.to_ascii_lowercase(), value.trim().to_string());
+        }
+        let length = headers
+            .get("content-length")
+            .map_or(0, |length| length.parse().unwrap());
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let mut parts = request_line.split_whitespace();
+        HttpRequest {
+            method: parts.next().unwrap_or_default().to_string(),
+            path: parts.next().unwrap_or_default().to_string(),
+            headers,
+            body,
+        }
+    }
+
+    pub fn header(&self, name: &str) -> String {
+        self.headers.get(name).cloned().unwrap_or_default()
+    }
 }

@@ -6,7 +6,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
@@ -61,29 +61,12 @@ fn collector() -> (String, Received) {
             let into = into.clone();
             std::thread::spawn(move || {
                 let mut stream = stream.unwrap();
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut request_line = String::new();
-                reader.read_line(&mut request_line).unwrap();
-                let (mut length, mut content_type) = (0, String::new());
-                loop {
-                    let mut header = String::new();
-                    reader.read_line(&mut header).unwrap();
-                    if header.trim().is_empty() {
-                        break;
-                    }
-                    let (name, value) = header.split_once(':').unwrap();
-                    match name.to_ascii_lowercase().as_str() {
-                        "content-length" => length = value.trim().parse().unwrap(),
-                        "content-type" => content_type = value.trim().to_string(),
-                        _ => {}
-                    }
-                }
-                let mut body = vec![0; length];
-                reader.read_exact(&mut body).unwrap();
-                assert!(
-                    request_line.starts_with("POST /v1/traces "),
-                    "{request_line}"
+                let http = common::HttpRequest::read(&stream);
+                assert_eq!(
+                    (http.method.as_str(), http.path.as_str()),
+                    ("POST", "/v1/traces")
                 );
+                let (content_type, body) = (http.header("content-type"), http.body);
                 let request = if content_type == "application/json" {
                     serde_json::from_slice(&body).expect("OTLP JSON")
                 } else {

@@ -12,10 +12,9 @@
 mod common;
 
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
 
 use chaos::report::Summary;
-use chaos::{Check, Scenario, Seeds, Status, Sweep, Target};
+use chaos::{Check, Scenario, Status, Target};
 
 /// The service at its own API (`POST /reminders`), read by the target
 /// files' [request] and [response]: tested with only a target file and its
@@ -61,17 +60,7 @@ fn scenarios_for_smtp() -> Vec<Scenario> {
 }
 
 fn run(scenarios: &[Scenario], target: &Target, seeds: u64) -> Summary {
-    chaos::run(
-        scenarios,
-        std::slice::from_ref(target),
-        Sweep::new(Seeds::Range {
-            first: 0,
-            count: seeds,
-        }),
-        &(),
-        &AtomicBool::new(false),
-    )
-    .expect("not cancelled")
+    common::sweep_target(scenarios, target, seeds)
 }
 
 fn cell<'a>(summary: &'a Summary, scenario: &str) -> &'a chaos::report::CellSummary {
