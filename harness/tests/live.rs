@@ -7,10 +7,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 
 use chaos::report::{CellSummary, Summary};
-use chaos::{Check, RunOutput, Seeds, Status, Sweep, Target};
+use chaos::{Check, RunOutput, Status, Target};
 
 fn target_file(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -29,17 +28,7 @@ fn run(scenarios: &[&str], target: &Target, seeds: u64) -> Summary {
         .iter()
         .map(|name| common::scenario(name))
         .collect();
-    chaos::run(
-        &scenarios,
-        std::slice::from_ref(target),
-        Sweep::new(Seeds::Range {
-            first: 0,
-            count: seeds,
-        }),
-        &(),
-        &AtomicBool::new(false),
-    )
-    .expect("not cancelled")
+    common::sweep_target(&scenarios, target, seeds)
 }
 
 /// One live trial of `scenario` against the target file at `relative`, with

@@ -91,6 +91,33 @@ impl Default for TokenPlace {
 }
 
 impl CallValues<'_> {
+    /// The model's arguments as a JSON object; none when they are not one.
+    pub(super) fn arguments_object(&self) -> serde_json::Map<String, Value> {
+        match serde_json::from_slice::<Value>(self.arguments) {
+            Ok(Value::Object(map)) => map,
+            _ => serde_json::Map::new(),
+        }
+    }
+
+    /// Each of `templates` filled from `arguments` (this call's, as
+    /// [`CallValues::arguments_object`] reads them) and the built-ins: a
+    /// body's or a tool call's fields, by name.
+    pub(super) fn fill(
+        &self,
+        templates: &BTreeMap<String, Template>,
+        arguments: &serde_json::Map<String, Value>,
+    ) -> serde_json::Map<String, Value> {
+        templates
+            .iter()
+            .map(|(name, template)| {
+                (
+                    name.clone(),
+                    template.value(|name| self.lookup(arguments, name)),
+                )
+            })
+            .collect()
+    }
+
     pub(super) fn lookup(
         &self,
         arguments: &serde_json::Map<String, Value>,
@@ -187,10 +214,7 @@ impl RequestMapping {
             tool: self.service_tool(values.tool),
             ..*values
         };
-        let arguments = match serde_json::from_slice::<Value>(values.arguments) {
-            Ok(Value::Object(map)) => map,
-            _ => serde_json::Map::new(),
-        };
+        let arguments = values.arguments_object();
         let text = |template: &Template| template.render(|name| values.lookup(&arguments, name));
         let path = self
             .path
@@ -199,15 +223,7 @@ impl RequestMapping {
             (values.arguments.clone(), "application/json")
         } else {
             let mut fields: serde_json::Map<String, Value> = match &self.fields {
-                Some(fields) => fields
-                    .iter()
-                    .map(|(name, template)| {
-                        (
-                            name.clone(),
-                            template.value(|name| values.lookup(&arguments, name)),
-                        )
-                    })
-                    .collect(),
+                Some(fields) => values.fill(fields, &arguments),
                 None => arguments.clone(),
             };
             if let Place::Body(field) = &self.operation_id {

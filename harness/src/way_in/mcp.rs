@@ -154,25 +154,13 @@ impl Mcp {
 
     /// The `tools/call` params for one attempt.
     fn call_params(&self, values: &CallValues<'_>) -> Value {
-        let model: serde_json::Map<String, Value> =
-            match serde_json::from_slice::<Value>(values.arguments) {
-                Ok(Value::Object(map)) => map,
-                _ => serde_json::Map::new(),
-            };
+        let model = values.arguments_object();
         let mut arguments = match self
             .tools
             .get(values.tool)
             .and_then(|mapping| mapping.arguments.as_ref())
         {
-            Some(templates) => templates
-                .iter()
-                .map(|(name, template)| {
-                    (
-                        name.clone(),
-                        template.value(|name| values.lookup(&model, name)),
-                    )
-                })
-                .collect(),
+            Some(templates) => values.fill(templates, &model),
             None => model,
         };
         let key = Value::String(values.operation_id.to_owned());

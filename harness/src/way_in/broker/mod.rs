@@ -161,20 +161,14 @@ impl Broker {
     /// The message for one attempt: its body and headers.
     fn message(&self, outgoing: &Outgoing<'_>) -> Message {
         let values = outgoing.values;
-        let arguments = match serde_json::from_slice::<Value>(values.arguments) {
-            Ok(Value::Object(map)) => map,
-            _ => serde_json::Map::new(),
-        };
+        let arguments = values.arguments_object();
         let lookup = |name: &str| values.lookup(&arguments, name);
         let body = match &self.fields {
             None => values.arguments.clone(),
-            Some(fields) => {
-                let fields: serde_json::Map<String, Value> = fields
-                    .iter()
-                    .map(|(name, template)| (name.clone(), template.value(lookup)))
-                    .collect();
-                Bytes::from(serde_json::to_vec(&Value::Object(fields)).unwrap_or_default())
-            }
+            Some(fields) => Bytes::from(
+                serde_json::to_vec(&Value::Object(values.fill(fields, &arguments)))
+                    .unwrap_or_default(),
+            ),
         };
         let mut headers: Vec<(String, String)> = outgoing
             .identities
