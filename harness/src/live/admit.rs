@@ -21,6 +21,7 @@ pub(crate) fn admit(target: &TargetFile, trial: &Trial<'_>) -> Result<(), String
         .and_then(|()| in_database(trial, target))
         .and_then(|()| target.provider_api.admit(scenario, &target.name))
         .and_then(|()| target.way_in.admit(&trial.call_arguments(), &target.name))
+        .and_then(|()| target.caller.admit(trial))
         .map_err(|why| format!("scenario '{}' cannot be run live: {why}", scenario.name))
 }
 

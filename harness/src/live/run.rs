@@ -11,7 +11,6 @@ use std::time::Duration;
 use chaos_kit::http::{self, CallFailure};
 use tokio::sync::watch;
 
-use crate::callers::CallerDriver;
 use crate::fault::Fault;
 use crate::history::{AttemptEnd, RunOutput};
 use crate::plan::Trial;
@@ -115,7 +114,13 @@ async fn drive(
         addrs.target.clone(),
         target.way_in.clone(),
     );
-    let mut caller = tokio::spawn(CallerDriver::default().call(trial, env));
+    // The model's endpoint, when the target is a runtime whose model chaos
+    // plays: served from now until the trial is over.
+    let model_listener = net::for_this_trial(&slot.model).map_err(Error::Listen)?;
+    let staged = target
+        .caller
+        .stage(trial, &env, model_listener, stop.subscribe());
+    let mut caller = tokio::spawn(target.caller.call(trial, env, &staged));
     let mut rows = match watch_rows(trial, target).await {
         Ok(rows) => rows,
         Err(error) => {
@@ -141,6 +146,17 @@ async fn drive(
         return Ok(None);
     };
     let error = settle(trial, target, &cast, &mut process, error)?;
+    // A runtime that never asked the model, or asked what chaos could not
+    // read, was not tested: judged, its missing effect would read as the
+    // runtime's fault. The trial is not run, and says why.
+    if let Some(why) = staged.problem() {
+        process.kill();
+        return Err(Error::Caller {
+            target: target.name.clone(),
+            why,
+        }
+        .into());
+    }
     // Asked before the provider stops: a request still open there is this
     // trial's work going on after its answer (a held answer its SDK still
     // waits for, then retries), which would reach the next trial.
@@ -209,6 +225,7 @@ fn serve_harness(
         target: slot.target_addr.clone(),
         provider: provider_addr.to_string(),
         authority: authority_addr.to_string(),
+        model: slot.model.local_addr().map_err(Error::Listen)?.to_string(),
     })
 }
 
