@@ -65,10 +65,11 @@ async fn drive(
 ) -> Result<Option<Ran>> {
     let scenario = trial.scenario;
     // Admitted for the cell, so this only fails if the file changed under us.
-    let time = schedule::live_time(scenario, target.retention).map_err(|why| Error::NotLive {
-        scenario: scenario.name.clone(),
-        why,
-    })?;
+    let time = schedule::live_time(scenario, target.retention, target.way_in.duplicate_window())
+        .map_err(|why| Error::NotLive {
+            scenario: scenario.name.clone(),
+            why,
+        })?;
     // What the kept process served before: if it serves this trial too,
     // their late requests are told apart from this trial's. A subject this
     // trial names too (a lab fixture's fixed record) is this trial's.
@@ -101,12 +102,35 @@ async fn drive(
     // them), for this trial only: until `stop` is dropped.
     let (stop, stopped) = watch::channel(());
     let addrs = serve_harness(trial, target, &cast, slot, stopped)?;
+    // An earlier trial's messages still on the broker (the agent's retries
+    // published while a slow consumer restarted) are that trial's work:
+    // gone before this trial's consumer starts or is reused.
+    target
+        .way_in
+        .before_trial()
+        .await
+        .map_err(|why| Error::NotPrepared {
+            target: target.name.clone(),
+            why,
+        })?;
     let Some((launch, mut process, process_dir, served)) =
         start_or_reuse(trial, target, &time, &addrs, slot, cancel, starts).await?
     else {
         return Ok(None);
     };
     adapt_authority(target, &cast, &launch, payloads)?;
+    // The broker's duplicate window for this trial (shortened when a clock
+    // jump is to cross it), set before the first message is published.
+    if let Some(window) = time.duplicate_window {
+        if let Err(why) = target.way_in.set_duplicate_window(window).await {
+            process.kill();
+            return Err(Error::NotPrepared {
+                target: target.name.clone(),
+                why,
+            }
+            .into());
+        }
+    }
 
     let (gate, gate_open) = watch::channel(true);
     let env = cast.agent_env(

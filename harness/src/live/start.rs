@@ -281,7 +281,12 @@ mod tests {
         .unwrap();
         let scenario = Scenario::load(&root.join(scenario)).unwrap();
         let trial = Trial::new(&scenario, 1, Timing::live());
-        let time = super::super::schedule::live_time(&scenario, target.retention).unwrap();
+        let time = super::super::schedule::live_time(
+            &scenario,
+            target.retention,
+            target.way_in.duplicate_window(),
+        )
+        .unwrap();
         let dir = std::env::temp_dir().join(format!("chaos-start-test-{}", std::process::id()));
         let addrs = Addrs {
             target: "127.0.0.1:1".into(),
