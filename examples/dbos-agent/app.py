@@ -144,8 +144,12 @@ def provider_send(args, idempotency_key=None):
         if error.code >= 500:
             # An internal error, with or without the effect committed.
             return {"status": "unknown", "receipt": None}
-        # 400, 402 (declined), 422 (key reused): nothing happened.
-        return {"status": "failed", "receipt": None}
+        if error.code == 422:
+            # The key was used with another body: nothing happened now.
+            return {"status": "conflict", "receipt": None}
+        # 402 (declined), 400 (not JSON): a definitive refusal, nothing
+        # happened, and sending it again will not change that.
+        return {"status": "rejected", "receipt": None}
     except (urllib.error.URLError, OSError, ValueError):
         # No answer: it may or may not have been committed.
         return {"status": "unknown", "receipt": None}
@@ -211,7 +215,9 @@ def keyed(run_id, args, send):
             db.execute(f"UPDATE {TABLE} SET owner = %s WHERE key = %s", (BOOT, key))
             args = stored
         result = send(args, f"dbos-agent-{key}")
-        if result["status"] != "unknown":
+        # An outcome not learned (unknown) leaves the claim pending: the
+        # next call re-sends under the same key and learns it.
+        if result["status"] not in ("unknown", "pending"):
             db.execute(
                 f"UPDATE {TABLE} SET state = 'done', result = %s WHERE key = %s",
                 (json.dumps(result), key),
@@ -241,7 +247,7 @@ def call_model(messages):
 def call_tool(name, arguments):
     """One tool call; the effect happens here, its result is recorded after."""
     if name not in TOOL_FIELDS:
-        return json.dumps({"status": "failed", "receipt": None, "reason": f"no tool named {name}"})
+        return json.dumps({"status": "rejected", "receipt": None, "reason": f"no tool named {name}"})
     given = json.loads(arguments or "{}")
     args = {"tool": name, **{field: given[field] for field in TOOL_FIELDS[name] if field in given}}
     run_id = DBOS.workflow_id

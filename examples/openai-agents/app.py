@@ -114,9 +114,19 @@ def stripe_charge(args, idempotency_key=None):
         params["idempotency_key"] = idempotency_key
     try:
         intent = stripe.PaymentIntent.create(**params)
-    except (stripe.CardError, stripe.InvalidRequestError, stripe.IdempotencyError) as error:
-        # A definitive refusal: nothing was charged.
-        return {"status": "failed", "receipt": None, "reason": str(error.user_message)}
+    except (stripe.CardError, stripe.InvalidRequestError) as error:
+        # A definitive refusal (a decline, a bad parameter): nothing was
+        # charged, and sending it again will not change that.
+        return {"status": "rejected", "receipt": None, "reason": str(error.user_message)}
+    except stripe.IdempotencyError as error:
+        # The key was used with other parameters: nothing was charged now.
+        return {"status": "conflict", "receipt": None, "reason": str(error.user_message)}
+    except stripe.APIError as error:
+        if error.http_status == 409:
+            # Stripe is executing a request with this key right now.
+            return {"status": "pending", "receipt": None, "reason": str(error.user_message)}
+        # A 500: the charge may have happened.
+        return {"status": "unknown", "receipt": None, "reason": str(error.user_message or error)}
     except stripe.StripeError as error:
         # A lost answer or a 500: the charge may have happened.
         return {"status": "unknown", "receipt": None, "reason": str(error.user_message or error)}
@@ -185,7 +195,9 @@ def keyed(run_id, args, send):
             db.execute(f"UPDATE {TABLE} SET owner = %s WHERE key = %s", (BOOT, key))
             args = stored
         result = send(args, f"openai-agents-{key}")
-        if result["status"] != "unknown":
+        # An outcome not learned (unknown, pending) leaves the claim
+        # pending: the next call re-sends under the same key and learns it.
+        if result["status"] not in ("unknown", "pending"):
             db.execute(
                 f"UPDATE {TABLE} SET state = 'done', result = %s WHERE key = %s",
                 (json.dumps(result), key),
