@@ -2,7 +2,7 @@
 Each run is one workflow (workflow id = the run's id) whose steps call the
 model (the openai client, Chat Completions, a `@DBOS.step`) and the tools
 (each call a `@DBOS.step`), looping until the model answers with text. The
-tools, charge_card and send_reminder, post their effect to the provider
+tools, charge_card, send_reminder and send_notification_to_self, post their effect to the provider
 (chaos's provider protocol: POST {PROVIDER_URL}/effects/{tool}).
 
 Its API:
@@ -32,7 +32,9 @@ Forms (`AGENT_MODE`):
   its stored result as `replayed`; a claim left by a killed process is
   re-sent with the same key and its first arguments, so the provider
   replays. Neither the step's id nor the free text (memo, message) is in
-  the key: a re-plan is a new step with reworded text, the same charge.
+  the key: a re-plan is a new step with reworded text, the same charge. A
+  note to oneself is its own action each time the model decides it: it is
+  keyed by the tool call's id instead.
 
 Environment (the target files fill it in): LISTEN_HOST, LISTEN_PORT,
 OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL, PROVIDER_URL, DATABASE_URL
@@ -117,9 +119,30 @@ TOOL_SCHEMAS = [
         },
     },
 ]
+TOOL_SCHEMAS.append(
+    {
+        "type": "function",
+        "function": {
+            "name": "send_notification_to_self",
+            "description": "Send yourself a note about an invoice.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "invoice": {"type": "string", "description": "The invoice the note is about."},
+                    "amount_cents": {"type": "integer", "description": "The invoice's amount, in cents."},
+                    "recipient": {"type": "string", "description": "The customer's billing email."},
+                    "message": {"type": "string", "description": "The message the note is about."},
+                    "note": {"type": "string", "description": "The note."},
+                },
+                "required": ["invoice", "amount_cents", "recipient", "message", "note"],
+            },
+        },
+    }
+)
 TOOL_FIELDS = {
     "charge_card": ("invoice", "amount_cents", "recipient", "message", "memo"),
     "send_reminder": ("invoice", "amount_cents", "recipient", "message"),
+    "send_notification_to_self": ("invoice", "amount_cents", "recipient", "message", "note"),
 }
 
 
@@ -157,6 +180,11 @@ def provider_send(args, idempotency_key=None):
 
 # ---- the keyed form: a claim in PostgreSQL before the call -----------------
 
+# A tool whose every decision is a new action by design (a note to oneself
+# may be sent again on purpose): keyed by the model's tool call instead of
+# the invoice, so each decision acts once and none is lost.
+PER_DECISION = {"send_notification_to_self"}
+
 KEY_LOCKS = {}
 KEY_LOCKS_LOCK = threading.Lock()
 
@@ -190,10 +218,12 @@ def create_table():
         db.execute("SELECT pg_advisory_unlock(hashtext(%s))", (TABLE,))
 
 
-def keyed(run_id, args, send):
-    """Runs `send(arguments, idempotency_key)` at most once per (workflow, tool, invoice)."""
+def keyed(run_id, args, send, decision=None):
+    """Runs `send(arguments, idempotency_key)` at most once per (workflow, tool, invoice),
+    or, for a tool whose every decision is its own action, per decision."""
     tool_name, invoice = args["tool"], args["invoice"]
-    key = hashlib.sha256(json.dumps([run_id, tool_name, invoice]).encode()).hexdigest()
+    scope = decision if tool_name in PER_DECISION else invoice
+    key = hashlib.sha256(json.dumps([run_id, tool_name, scope]).encode()).hexdigest()
     with key_lock(key), connect() as db:
         claimed = db.execute(
             f"""INSERT INTO {TABLE} (key, run_id, tool, invoice, arguments, state, owner)
@@ -244,14 +274,17 @@ def call_model(messages):
 
 
 @DBOS.step()
-def call_tool(name, arguments):
+def call_tool(name, arguments, call_id):
     """One tool call; the effect happens here, its result is recorded after."""
     if name not in TOOL_FIELDS:
         return json.dumps({"status": "rejected", "receipt": None, "reason": f"no tool named {name}"})
     given = json.loads(arguments or "{}")
     args = {"tool": name, **{field: given[field] for field in TOOL_FIELDS[name] if field in given}}
     run_id = DBOS.workflow_id
-    result = keyed(run_id, args, provider_send) if MODE == "keyed" else provider_send(args)
+    if MODE == "keyed":
+        result = keyed(run_id, args, provider_send, decision=call_id)
+    else:
+        result = provider_send(args)
     print(f"dbos-agent: {run_id} {name} {args.get('invoice')}: {result['status']}", flush=True)
     return json.dumps(result)
 
@@ -269,7 +302,7 @@ def agent_run(prompt):
         if not calls:
             return message.get("content") or ""
         for call in calls:
-            result = call_tool(call["function"]["name"], call["function"]["arguments"])
+            result = call_tool(call["function"]["name"], call["function"]["arguments"], call["id"])
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
     raise RuntimeError(f"the model was still calling tools after {MAX_TURNS} turns")
 

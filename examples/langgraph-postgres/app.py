@@ -1,7 +1,7 @@
 """langgraph-postgres: a LangGraph agent (a StateGraph of a ChatAnthropic
 model node and a prebuilt ToolNode) checkpointed in PostgreSQL by
-`langgraph-checkpoint-postgres`, with two tools, charge_card and
-send_reminder, whose effect is a request to the provider (chaos's provider
+`langgraph-checkpoint-postgres`, with three tools, charge_card,
+send_reminder and send_notification_to_self, whose effect is a request to the provider (chaos's provider
 protocol: POST {PROVIDER_URL}/effects/{tool}).
 
 Its API:
@@ -28,7 +28,9 @@ Forms (`AGENT_MODE`):
   a completed claim answers its stored result as `replayed`; a claim left by
   a killed process is re-sent with the same `Idempotency-Key` and its first
   arguments, so the provider replays. Free text (memo, message) is not in
-  the key: a re-plan rewords it.
+  the key: a re-plan rewords it. A note to oneself is its own action each
+  time the model decides it: it is keyed by the tool call's id
+  (InjectedToolCallId) instead.
 
 Environment (the target files fill it in): LISTEN_HOST, LISTEN_PORT,
 ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY, ANTHROPIC_MODEL, PROVIDER_URL,
@@ -50,7 +52,7 @@ import psycopg
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import tool
+from langchain_core.tools import InjectedToolCallId, tool
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
@@ -116,6 +118,11 @@ def provider_send(args, idempotency_key=None):
 
 # ---- the keyed form: a claim in PostgreSQL before the call -----------------
 
+# A tool whose every decision is a new action by design (a note to oneself
+# may be sent again on purpose): keyed by the model's tool call instead of
+# the invoice, so each decision acts once and none is lost.
+PER_DECISION = {"send_notification_to_self"}
+
 KEY_LOCKS = {}
 KEY_LOCKS_LOCK = threading.Lock()
 
@@ -150,10 +157,12 @@ def create_table():
         db.execute("SELECT pg_advisory_unlock(hashtext(%s))", (TABLE,))
 
 
-def keyed(run_id, args, send):
-    """Runs `send(arguments, idempotency_key)` at most once per (run, tool, invoice)."""
+def keyed(run_id, args, send, decision=None):
+    """Runs `send(arguments, idempotency_key)` at most once per (run, tool, invoice),
+    or, for a tool whose every decision is its own action, per decision."""
     tool_name, invoice = args["tool"], args["invoice"]
-    key = hashlib.sha256(json.dumps([run_id, tool_name, invoice]).encode()).hexdigest()
+    scope = decision if tool_name in PER_DECISION else invoice
+    key = hashlib.sha256(json.dumps([run_id, tool_name, scope]).encode()).hexdigest()
     with key_lock(key), connect() as db:
         claimed = db.execute(
             f"""INSERT INTO {TABLE} (key, run_id, tool, invoice, arguments, state, owner)
@@ -185,9 +194,12 @@ def keyed(run_id, args, send):
         return result
 
 
-def perform(config, args):
+def perform(config, args, tool_call_id=None):
     run_id = config["configurable"]["thread_id"]
-    result = keyed(run_id, args, provider_send) if MODE == "keyed" else provider_send(args)
+    if MODE == "keyed":
+        result = keyed(run_id, args, provider_send, decision=tool_call_id)
+    else:
+        result = provider_send(args)
     print(f"langgraph-postgres: {run_id} {args['tool']} {args['invoice']}: {result['status']}", flush=True)
     return json.dumps(result)
 
@@ -233,7 +245,31 @@ def send_reminder(invoice: str, amount_cents: int, recipient: str, message: str,
     return perform(config, args)
 
 
-TOOLS = [charge_card, send_reminder]
+@tool
+def send_notification_to_self(
+    invoice: str,
+    amount_cents: int,
+    recipient: str,
+    message: str,
+    note: str,
+    config: RunnableConfig,
+    tool_call_id: Annotated[str, InjectedToolCallId],
+) -> str:
+    """Send yourself a note about an invoice.
+
+    Args:
+        invoice: The invoice the note is about.
+        amount_cents: The invoice's amount, in cents.
+        recipient: The customer's billing email.
+        message: The message the note is about.
+        note: The note.
+    """
+    args = {"tool": "send_notification_to_self", "invoice": invoice, "amount_cents": amount_cents,
+            "recipient": recipient, "message": message, "note": note}
+    return perform(config, args, tool_call_id)
+
+
+TOOLS = [charge_card, send_reminder, send_notification_to_self]
 
 
 class State(TypedDict):

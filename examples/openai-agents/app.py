@@ -23,7 +23,9 @@ Forms (`AGENT_MODE`):
   a completed claim answers its stored result as `replayed` without calling
   Stripe; a claim left by a killed process is re-sent with the same Stripe
   idempotency key and its first arguments, so Stripe replays its answer.
-  Free text (memo, message) is not in the key: a re-plan rewords it.
+  Free text (memo, message) is not in the key: a re-plan rewords it. A
+  note to oneself is its own action each time the model decides it: it is
+  keyed by the tool call's id (the SDK's ToolContext.tool_call_id) instead.
 
 Environment (the target files fill it in): LISTEN_HOST, LISTEN_PORT,
 OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_API ("responses", the default, or
@@ -47,11 +49,11 @@ from agents import (
     Agent,
     OpenAIChatCompletionsModel,
     OpenAIResponsesModel,
-    RunContextWrapper,
     Runner,
     function_tool,
     set_tracing_disabled,
 )
+from agents.tool_context import ToolContext
 from openai import AsyncOpenAI
 
 
@@ -90,7 +92,8 @@ stripe.default_http_client = stripe.RequestsClient(timeout=UPSTREAM_TIMEOUT)
 
 @dataclass
 class RunInfo:
-    """The run's context, handed to every tool by the SDK (RunContextWrapper)."""
+    """The run's context, handed to every tool by the SDK (its ToolContext, a
+    RunContextWrapper that also carries the tool call's id)."""
 
     run_id: str
 
@@ -108,7 +111,7 @@ def stripe_charge(args, idempotency_key=None):
         "payment_method": "pm_card_visa",
         "receipt_email": args["recipient"],
         "metadata": {"invoice": args["invoice"], "kind": args["tool"]},
-        "description": args.get("memo") or args["message"],
+        "description": args.get("memo") or args.get("note") or args["message"],
     }
     if idempotency_key:
         params["idempotency_key"] = idempotency_key
@@ -135,6 +138,11 @@ def stripe_charge(args, idempotency_key=None):
 
 
 # ---- the keyed form: a claim in PostgreSQL before the call -----------------
+
+# A tool whose every decision is a new action by design (a note to oneself
+# may be sent again on purpose): keyed by the model's tool call instead of
+# the invoice, so each decision acts once and none is lost.
+PER_DECISION = {"send_notification_to_self"}
 
 KEY_LOCKS = {}
 KEY_LOCKS_LOCK = threading.Lock()
@@ -170,10 +178,12 @@ def create_table():
         db.execute("SELECT pg_advisory_unlock(hashtext(%s))", (TABLE,))
 
 
-def keyed(run_id, args, send):
-    """Runs `send(arguments, idempotency_key)` at most once per (run, tool, invoice)."""
+def keyed(run_id, args, send, decision=None):
+    """Runs `send(arguments, idempotency_key)` at most once per (run, tool, invoice),
+    or, for a tool whose every decision is its own action, per decision."""
     tool, invoice = args["tool"], args["invoice"]
-    key = hashlib.sha256(json.dumps([run_id, tool, invoice]).encode()).hexdigest()
+    scope = decision if tool in PER_DECISION else invoice
+    key = hashlib.sha256(json.dumps([run_id, tool, scope]).encode()).hexdigest()
     with key_lock(key), connect() as db:
         claimed = db.execute(
             f"""INSERT INTO {TABLE} (key, run_id, tool, invoice, arguments, state, owner)
@@ -205,9 +215,10 @@ def keyed(run_id, args, send):
         return result
 
 
-def perform(run_id, args):
+def perform(ctx, args):
+    run_id = ctx.context.run_id
     if MODE == "keyed":
-        result = keyed(run_id, args, stripe_charge)
+        result = keyed(run_id, args, stripe_charge, decision=ctx.tool_call_id)
     else:
         result = stripe_charge(args)
     print(f"openai-agents: {run_id} {args['tool']} {args['invoice']}: {result['status']}", flush=True)
@@ -219,7 +230,7 @@ def perform(run_id, args):
 
 @function_tool
 def charge_card(
-    ctx: RunContextWrapper[RunInfo],
+    ctx: ToolContext[RunInfo],
     invoice: str,
     amount_cents: int,
     recipient: str,
@@ -237,12 +248,12 @@ def charge_card(
     """
     args = {"tool": "charge_card", "invoice": invoice, "amount_cents": amount_cents,
             "recipient": recipient, "message": message, "memo": memo}
-    return perform(ctx.context.run_id, args)
+    return perform(ctx, args)
 
 
 @function_tool
 def send_reminder(
-    ctx: RunContextWrapper[RunInfo],
+    ctx: ToolContext[RunInfo],
     invoice: str,
     amount_cents: int,
     recipient: str,
@@ -258,7 +269,30 @@ def send_reminder(
     """
     args = {"tool": "send_reminder", "invoice": invoice, "amount_cents": amount_cents,
             "recipient": recipient, "message": message}
-    return perform(ctx.context.run_id, args)
+    return perform(ctx, args)
+
+
+@function_tool
+def send_notification_to_self(
+    ctx: ToolContext[RunInfo],
+    invoice: str,
+    amount_cents: int,
+    recipient: str,
+    message: str,
+    note: str,
+) -> str:
+    """Send yourself a note about an invoice.
+
+    Args:
+        invoice: The invoice the note is about.
+        amount_cents: The invoice's amount, in cents.
+        recipient: The customer's billing email.
+        message: The message the note is about.
+        note: The note.
+    """
+    args = {"tool": "send_notification_to_self", "invoice": invoice, "amount_cents": amount_cents,
+            "recipient": recipient, "message": message, "note": note}
+    return perform(ctx, args)
 
 
 def make_agent():
@@ -271,7 +305,7 @@ def make_agent():
     return Agent(
         name="billing",
         instructions="You collect payments for invoices. Use the tools to charge cards and send reminders.",
-        tools=[charge_card, send_reminder],
+        tools=[charge_card, send_reminder, send_notification_to_self],
         model=model,
     )
 
