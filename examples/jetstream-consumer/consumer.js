@@ -14,9 +14,14 @@
 //   with the same Idempotency-Key at the provider, which answers it from its
 //   own store.
 //
+// A provider error (a 5xx, which may come after the charge) gives the
+// message back (nak) to be delivered again: the naive worker then charges
+// again, the inbox worker sends the same key.
+//
 // Either way it answers on the inbox its message names in the Reply-To
 // header, with chaos's answer body, and tells the provider which delivery of
-// the message it acts on (X-Chaos-Delivery: JetStream's delivery count).
+// the message it acts on (X-Chaos-Delivery: JetStream's delivery count) and
+// which message it is (X-Chaos-Message: the message's x-attempt-id header).
 //
 // chaos starts it with CHAOS_BROKER_URL, CHAOS_BROKER_QUEUE (the stream),
 // CHAOS_BROKER_CONSUMER and CHAOS_PROVIDER_URL (docs/brokers.md).
@@ -38,8 +43,9 @@ if (MODE !== "naive" && MODE !== "inbox") {
   process.exit(2);
 }
 
-async function charge(tool, body, key, delivery) {
+async function charge(tool, body, key, delivery, message) {
   const headers = { "Content-Type": "application/json", "X-Chaos-Delivery": String(delivery) };
+  if (message) headers["X-Chaos-Message"] = message;
   if (key) headers["Idempotency-Key"] = key;
   try {
     const response = await fetch(`${PROVIDER_URL}/effects/${tool}`, {
@@ -49,7 +55,10 @@ async function charge(tool, body, key, delivery) {
       signal: AbortSignal.timeout(TIMEOUT_MS),
     });
     if (response.status === 402) return ["rejected", null];
-    if (!response.ok) return [response.status < 500 ? "failed" : "unknown", null];
+    // The provider failed, maybe after it charged: give the message back to
+    // try again (nak), as at-least-once workers do.
+    if (response.status >= 500) return ["requeue", null];
+    if (!response.ok) return ["failed", null];
     const receipt = (await response.json()).receipt;
     const replayed = response.headers.get("Idempotent-Replayed") === "true";
     return [replayed ? "replayed" : "applied", receipt];
@@ -64,7 +73,11 @@ async function handle(db, m) {
   const key = m.headers?.get("Idempotency-Key") || null;
   const body = codec.decode(m.data);
   const delivery = m.info.deliveryCount;
-  if (MODE === "naive") return charge(tool, body, null, delivery);
+  // Which published message this is: two effects from two messages are the
+  // producer's second publish (past the stream's duplicate window), not
+  // JetStream's redelivery.
+  const message = m.headers?.get("x-attempt-id") || null;
+  if (MODE === "naive") return charge(tool, body, null, delivery, message);
   if (!key) return ["rejected", null];
   const { rows } = await db.query(
     `INSERT INTO jetstream_consumer_inbox (operation_id) VALUES ($1)
@@ -73,7 +86,7 @@ async function handle(db, m) {
     [key],
   );
   if (rows[0].done) return ["replayed", rows[0].receipt];
-  const [outcome, receipt] = await charge(tool, body, key, delivery);
+  const [outcome, receipt] = await charge(tool, body, key, delivery, message);
   if (outcome === "applied" || outcome === "replayed") {
     await db.query(
       "UPDATE jetstream_consumer_inbox SET done = true, receipt = $1 WHERE operation_id = $2",
@@ -107,6 +120,11 @@ async function main() {
         return;
       }
       const [outcome, receipt] = await handle(db, m);
+      if (outcome === "requeue") {
+        // JetStream delivers it again at once.
+        m.nak();
+        return;
+      }
       const replyTo = m.headers?.get("Reply-To");
       if (replyTo) {
         const answer = natsHeaders();

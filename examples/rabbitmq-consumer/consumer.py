@@ -14,11 +14,16 @@ acknowledge. It runs in one of two modes (CONSUMER_MODE):
   with the same Idempotency-Key at the provider, which answers it from its
   own store instead of charging twice.
 
+A provider error (a 5xx, which may come after the charge) gives the message
+back to the broker (nack with requeue) to be tried again: the naive worker
+then charges again, the inbox worker sends the same key.
+
 Either way it answers on the message's reply_to with chaos's answer body
 ({"outcome": ..., "receipt": ...}), correlated by correlation_id, and tells
 the provider which delivery of the message it acts on (X-Chaos-Delivery: 1
-for the first; a quorum queue counts the others in x-delivery-count), which
-chaos shows in a duplicate-effect finding.
+for the first; a quorum queue counts the others in x-delivery-count) and
+which message it is (X-Chaos-Message: the message's x-attempt-id header),
+which chaos shows in a duplicate-effect finding.
 
 chaos starts it with CHAOS_BROKER_URL, CHAOS_BROKER_QUEUE and
 CHAOS_PROVIDER_URL (docs/brokers.md).
@@ -55,9 +60,11 @@ if MODE == "inbox":
     )
 
 
-def charge(tool, body, key, delivery):
+def charge(tool, body, key, delivery, message):
     """One effect at the provider: (outcome, receipt)."""
     headers = {"Content-Type": "application/json", "X-Chaos-Delivery": str(delivery)}
+    if message:
+        headers["X-Chaos-Message"] = message
     if key is not None:
         headers["Idempotency-Key"] = key
     request = urllib.request.Request(
@@ -71,7 +78,11 @@ def charge(tool, body, key, delivery):
     except urllib.error.HTTPError as error:
         if error.code == 402:
             return "rejected", None
-        return ("failed" if error.code < 500 else "unknown"), None
+        if error.code >= 500:
+            # The provider failed, maybe after it charged: give the message
+            # back to try again (nack, requeue), as at-least-once workers do.
+            return "requeue", None
+        return "failed", None
     except OSError:
         # No answer: the provider may have charged.
         return "unknown", None
@@ -87,8 +98,11 @@ def handle(properties, body, redelivered):
         delivery = int(headers["x-delivery-count"]) + 1
     else:
         delivery = 2 if redelivered else 1
+    # Which published message this is: two effects from two messages are the
+    # producer's second publish, not the broker's redelivery.
+    message = headers.get("x-attempt-id")
     if MODE == "naive":
-        return charge(tool, body, key=None, delivery=delivery)
+        return charge(tool, body, key=None, delivery=delivery, message=message)
     if key is None:
         return "rejected", None
     row = db.execute(
@@ -99,7 +113,7 @@ def handle(properties, body, redelivered):
     ).fetchone()
     if row[0]:
         return "replayed", row[1]
-    outcome, receipt = charge(tool, body, key=key, delivery=delivery)
+    outcome, receipt = charge(tool, body, key=key, delivery=delivery, message=message)
     if outcome in ("applied", "replayed"):
         db.execute(
             "UPDATE rabbitmq_consumer_inbox SET done = true, receipt = %s WHERE operation_id = %s",
@@ -116,6 +130,10 @@ def on_message(channel, method, properties, body):
         channel.basic_reject(method.delivery_tag, requeue=False)
         return
     outcome, receipt = handle(properties, body, method.redelivered)
+    if outcome == "requeue":
+        # Delivered again by the broker, to this worker or another.
+        channel.basic_nack(method.delivery_tag, requeue=True)
+        return
     if properties.reply_to:
         channel.basic_publish(
             exchange="",

@@ -364,6 +364,13 @@ pub struct Dispatch {
     /// when a redelivery made the second effect.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery: Option<u32>,
+    /// Which published message the consumer acted on (the `x-attempt-id` of
+    /// the agent's attempt that published it), when it said so in
+    /// `X-Chaos-Message`: two effects from two messages are a second
+    /// publish (a producer's retry after its confirm was lost), not a
+    /// redelivery.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
     pub disposition: Disposition,
 }
 

@@ -1,9 +1,10 @@
 //! The broker way in, live (issue 25): the agent's calls are messages on a
 //! real RabbitMQ queue (127.0.0.1:5672, guest/guest) or NATS JetStream stream
 //! (127.0.0.1:4222) that chaos creates for the run, taken by a real consumer
-//! process: `examples/rabbitmq-consumer` (pika) and
-//! `examples/jetstream-consumer` (nats.js); each `setup` installs the pinned
-//! packages, run here when missing.
+//! process: `examples/rabbitmq-consumer` (pika),
+//! `examples/jetstream-consumer` (nats.js) and `examples/celery-worker` (a
+//! Celery worker with acks_late, the stripe SDK); each `setup` installs the
+//! pinned packages, run here when missing.
 //!
 //! Done when the naive consumer fails `duplicate-effect` where the broker
 //! itself delivered a message again, the consumer with an inbox passes, every
@@ -21,6 +22,8 @@ const INBOX: &str = "examples/rabbitmq-consumer/target.toml";
 const NAIVE: &str = "examples/rabbitmq-consumer/naive.target.toml";
 const JETSTREAM_INBOX: &str = "examples/jetstream-consumer/target.toml";
 const JETSTREAM_NAIVE: &str = "examples/jetstream-consumer/naive.target.toml";
+const CELERY_INBOX: &str = "examples/celery-worker/target.toml";
+const CELERY_NAIVE: &str = "examples/celery-worker/naive.target.toml";
 
 fn setup(example: &str) {
     let setup = common::repo_root().join(example).join("setup");
@@ -131,21 +134,42 @@ fn assert_every_fault_acted(summary: &Summary) {
     }
 }
 
-/// The naive consumer fails `duplicate-effect` in each of `redelivered`,
-/// naming delivery 2 of the message; the one with an inbox passes every
-/// queue scenario; every fault acted.
-fn naive_fails_where_redelivered_inbox_passes(naive: &str, inbox: &str, redelivered: &[&str]) {
+/// What the naive consumer does in a queue scenario.
+enum Naive {
+    /// Fails `duplicate-effect`, its second effect from delivery 2 of the
+    /// message: the broker handed it out again.
+    Redelivered,
+    /// Fails `duplicate-effect`, its second effect from a second publish
+    /// of the same message: the broker did not drop it.
+    PublishedAgain,
+    /// Passes: the broker itself kept the second effect from happening.
+    Passes,
+}
+
+/// The naive consumer does in each scenario what `expected` says; the one
+/// with an inbox passes every queue scenario; every fault acted.
+fn naive_and_inbox(naive: &str, inbox: &str, expected: &[(&str, Naive)]) {
     let scenarios = queue_scenarios();
     assert!(!scenarios.is_empty());
 
     let summary = run(&scenarios, &target(naive), 2);
     assert_every_fault_acted(&summary);
-    for scenario in redelivered {
+    for (scenario, naive) in expected {
         let cell = summary
             .cells
             .iter()
             .find(|cell| cell.scenario == *scenario)
             .expect("the scenario ran");
+        let named = match naive {
+            Naive::Passes => {
+                assert_eq!(cell.verdict, Status::Pass, "{}", verdicts(&summary));
+                continue;
+            }
+            Naive::Redelivered => "from delivery 2 of the same message",
+            Naive::PublishedAgain => {
+                "of a second publish of the same message (published by attempt"
+            }
+        };
         assert_eq!(cell.verdict, Status::Fail, "{}", verdicts(&summary));
         assert_eq!(cell.seeds_failed, 2, "{}", verdicts(&summary));
         for failure in &cell.failures {
@@ -155,9 +179,7 @@ fn naive_fails_where_redelivered_inbox_passes(naive: &str, inbox: &str, redelive
                 .find(|finding| finding.check == Check::DuplicateEffect)
                 .unwrap_or_else(|| panic!("seed {}: {:?}", failure.seed, failure.checks()));
             assert!(
-                finding
-                    .message
-                    .contains("from delivery 2 of the same message"),
+                finding.message.contains(named),
                 "{scenario}: {}",
                 finding.message
             );
@@ -175,7 +197,18 @@ fn naive_fails_where_redelivered_inbox_passes(naive: &str, inbox: &str, redelive
 // again for a message the broker redelivered; the one with an inbox does not
 #[test]
 fn a_consumer_killed_before_its_ack_charges_twice_unless_it_keeps_an_inbox() {
-    naive_fails_where_redelivered_inbox_passes(NAIVE, INBOX, &["consumer-killed-before-ack"]);
+    naive_and_inbox(
+        NAIVE,
+        INBOX,
+        &[
+            ("consumer-killed-before-ack", Naive::Redelivered),
+            ("provider-error-requeued", Naive::Redelivered),
+            // RabbitMQ has no duplicate window: a message published again
+            // is a second message, inside the window or past it.
+            ("publish-confirm-lost-inside-window", Naive::PublishedAgain),
+            ("publish-confirm-lost-past-window", Naive::PublishedAgain),
+        ],
+    );
     assert!(queues_left().is_empty(), "left: {:?}", queues_left());
 }
 
@@ -183,10 +216,102 @@ fn a_consumer_killed_before_its_ack_charges_twice_unless_it_keeps_an_inbox() {
 // ack deadline (AckWait, shortened) passes while the first consumer works
 #[test]
 fn on_jetstream_an_ack_deadline_passed_charges_twice_unless_the_consumer_keeps_an_inbox() {
-    naive_fails_where_redelivered_inbox_passes(
+    naive_and_inbox(
         JETSTREAM_NAIVE,
         JETSTREAM_INBOX,
-        &["consumer-killed-before-ack", "ack-deadline-passed"],
+        &[
+            ("consumer-killed-before-ack", Naive::Redelivered),
+            ("ack-deadline-passed", Naive::Redelivered),
+            ("provider-error-requeued", Naive::Redelivered),
+            // Issue 25's duplicate window: one effect inside it for a
+            // consumer with no dedup of its own, two past it.
+            ("publish-confirm-lost-inside-window", Naive::Passes),
+            ("publish-confirm-lost-past-window", Naive::PublishedAgain),
+        ],
+    );
+    assert!(streams_left().is_empty(), "left: {:?}", streams_left());
+}
+
+// guards: issue 25's Celery example: a stock Celery worker with acks_late
+// takes chaos's task messages (protocol v2) and answers through the rpc://
+// result backend; its naive task charges again for the message RabbitMQ
+// redelivered after the worker died before its late ack, and for a second
+// publish; the task with an inbox passes every queue scenario
+#[test]
+fn a_celery_worker_with_acks_late_charges_twice_unless_its_task_keeps_an_inbox() {
+    naive_and_inbox(
+        CELERY_NAIVE,
+        CELERY_INBOX,
+        &[
+            ("consumer-killed-before-ack", Naive::Redelivered),
+            ("publish-confirm-lost-inside-window", Naive::PublishedAgain),
+            ("publish-confirm-lost-past-window", Naive::PublishedAgain),
+        ],
+    );
+    assert!(queues_left().is_empty(), "left: {:?}", queues_left());
+}
+
+/// The scenario of `scenarios/queue/` named `name`.
+fn queue_scenario(name: &str) -> Scenario {
+    queue_scenarios()
+        .into_iter()
+        .find(|scenario| scenario.name == name)
+        .unwrap_or_else(|| panic!("scenarios/queue/{name}.toml"))
+}
+
+// guards: the naive JetStream consumer's pass inside the window is the
+// broker's doing: the producer did publish again, JetStream answered the
+// second publish as a duplicate of the same Nats-Msg-Id, and one effect
+// happened; past the window (shortened for the run, and waited out) the
+// same second publish reached the consumer and charged again
+#[test]
+fn jetstream_drops_a_second_publish_inside_its_duplicate_window_and_takes_it_past() {
+    let naive = target(JETSTREAM_NAIVE);
+
+    let inside = queue_scenario("publish-confirm-lost-inside-window");
+    let judged = chaos::judge(&inside, &naive, 0);
+    let run = judged.run.as_ref().expect("the trial ran");
+    assert_eq!(judged.verdict.status, Status::Pass, "{:?}", judged.verdict);
+    assert_eq!(run.ledger.effects.len(), 1, "{:?}", run.ledger);
+    assert_eq!(run.history.attempts.len(), 2, "{:?}", run.history.attempts);
+    let second = run.history.attempts[1]
+        .answer()
+        .expect("the broker answered the second publish");
+    assert!(
+        second
+            .reason
+            .as_deref()
+            .is_some_and(|why| why.contains("dropped by the broker as a duplicate")),
+        "{second:?}"
+    );
+
+    let past = queue_scenario("publish-confirm-lost-past-window");
+    let judged = chaos::judge(&past, &naive, 0);
+    let run = judged.run.as_ref().expect("the trial ran");
+    assert_eq!(judged.verdict.status, Status::Fail, "{:?}", judged.verdict);
+    assert_eq!(run.ledger.effects.len(), 2, "{:?}", run.ledger);
+    // The jump was waited out past the stream's window, shortened for the run.
+    assert!(
+        run.history.faults.iter().any(|event| event
+            .description
+            .contains("the broker's duplicate window (500ms for this run)")),
+        "{:?}",
+        run.history.faults
+    );
+    // The broker's view: two messages, each delivered once.
+    let messages: Vec<_> = run
+        .ledger
+        .dispatches
+        .iter()
+        .map(|dispatch| (dispatch.message.clone(), dispatch.delivery))
+        .collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert_ne!(messages[0].0, messages[1].0, "{messages:?}");
+    assert!(
+        messages
+            .iter()
+            .all(|(message, delivery)| message.is_some() && *delivery == Some(1)),
+        "{messages:?}"
     );
     assert!(streams_left().is_empty(), "left: {:?}", streams_left());
 }
@@ -219,4 +344,212 @@ fn a_broker_that_is_down_is_exit_3_naming_its_address() {
     let all = format!("{stdout}{stderr}");
     assert!(all.contains("127.0.0.1:1"), "{all}");
     assert!(!all.contains("secret"), "the password is masked: {all}");
+}
+
+/// Polls `done` every 250 ms for up to `limit`; whether it came true.
+fn within(limit: std::time::Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    done()
+}
+
+/// Every queue on the RabbitMQ broker, by name.
+fn all_queues() -> Vec<String> {
+    let output = Command::new("rabbitmqctl")
+        .args(["list_queues", "name", "--quiet", "--no-table-headers"])
+        .output()
+        .expect("rabbitmqctl runs");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| line.trim().to_owned())
+        .collect()
+}
+
+/// Every stream on the NATS server, by name.
+fn all_streams() -> Vec<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        use futures_util::StreamExt;
+        let client = async_nats::connect("127.0.0.1:4222")
+            .await
+            .expect("NATS runs");
+        let js = async_nats::jetstream::new(client);
+        let mut names = js.stream_names();
+        let mut all = Vec::new();
+        while let Some(name) = names.next().await {
+            all.push(name.expect("stream names"));
+        }
+        all
+    })
+}
+
+/// A target file for `example`'s naive worker named `name`, with `extra`
+/// lines in its `[broker]` table.
+fn naive_file(dir: &Path, example: &str, name: &str, extra: &str) -> std::path::PathBuf {
+    let base = std::fs::read_to_string(common::repo_root().join(example).join("naive.target.toml"))
+        .unwrap();
+    let workdir = common::repo_root().join(example);
+    let mut text = String::new();
+    for line in base.lines() {
+        if line.starts_with("name = ") {
+            text.push_str(&format!("name = \"{name}\"\n"));
+        } else if line.starts_with("build = ") {
+            // Set up already; its files are the example's.
+            text.push_str(&format!("workdir = \"{}\"\n", workdir.display()));
+        } else {
+            text.push_str(line);
+            text.push('\n');
+            if line == "[broker]" && !extra.is_empty() {
+                text.push_str(extra);
+                text.push('\n');
+            }
+        }
+    }
+    let path = dir.join(format!("{name}.target.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+// guards: issue 25's "nothing left on the broker after a run that was
+// SIGKILLed": no handler sees a SIGKILL of chaos, so its consumer dies by
+// its parent-death signal and the RabbitMQ queue, unused, is deleted by the
+// broker once its x-expires has passed (2s here); JetStream has no stream
+// that expires, so the next run that prepares a JetStream target deletes the
+// stream whose chaos is gone
+#[test]
+fn a_sigkilled_run_leaves_nothing_on_either_broker() {
+    setup("examples/rabbitmq-consumer");
+    setup("examples/jetstream-consumer");
+    let dir = common::temp_dir("broker-sigkill");
+    let scenario = "scenarios/queue/ack-deadline-passed.toml";
+
+    let rabbit = naive_file(
+        &dir,
+        "examples/rabbitmq-consumer",
+        "sigkilled",
+        "expires = \"2s\"",
+    );
+    let mut chaos = common::chaos_command()
+        .args([
+            "run",
+            scenario,
+            "--target",
+            rabbit.to_str().unwrap(),
+            "--seeds",
+            "50",
+        ])
+        .args(["--out", dir.join("rabbit").to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("chaos starts");
+    let queue = format!("charges.chaos-sigkilled-{}", chaos.id());
+    let made = within(std::time::Duration::from_secs(60), || {
+        all_queues().contains(&queue)
+    });
+    // Mid-run: the queue exists and a trial is under way.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    chaos.kill().expect("SIGKILL");
+    chaos.wait().unwrap();
+    assert!(made, "the run never made {queue}: {:?}", all_queues());
+    assert!(
+        all_queues().contains(&queue),
+        "{queue} is there right after the SIGKILL"
+    );
+    let gone = within(std::time::Duration::from_secs(20), || {
+        !all_queues().contains(&queue)
+    });
+    assert!(gone, "{queue} outlived its x-expires: {:?}", all_queues());
+
+    let jet = naive_file(&dir, "examples/jetstream-consumer", "sigkilled-js", "");
+    let mut chaos = common::chaos_command()
+        .args([
+            "run",
+            scenario,
+            "--target",
+            jet.to_str().unwrap(),
+            "--seeds",
+            "50",
+        ])
+        .args(["--out", dir.join("jet").to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("chaos starts");
+    let stream = format!("charges-chaos-sigkilled-js-{}", chaos.id());
+    let made = within(std::time::Duration::from_secs(60), || {
+        all_streams().contains(&stream)
+    });
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    chaos.kill().expect("SIGKILL");
+    chaos.wait().unwrap();
+    assert!(made, "the run never made {stream}: {:?}", all_streams());
+    assert!(
+        all_streams().contains(&stream),
+        "{stream} is there right after the SIGKILL"
+    );
+    // The next run that prepares a JetStream target deletes it.
+    let output = common::chaos(&[
+        "run",
+        scenario,
+        "--target",
+        jet.to_str().unwrap(),
+        "--seeds",
+        "1",
+        "--out",
+        dir.join("next").to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = common::text(&output);
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        !all_streams().contains(&stream),
+        "{stream} outlived the next run: {:?}",
+        all_streams()
+    );
+}
+
+// guards: issue 25's bad input: `create = false` names a queue (a stream)
+// that does not exist; nothing can be tested (exit 3), and the message names
+// it and how to fix the file (JetStream also lists the streams that exist)
+#[test]
+fn a_queue_that_does_not_exist_is_exit_3_naming_it() {
+    setup("examples/rabbitmq-consumer");
+    setup("examples/jetstream-consumer");
+    let dir = common::temp_dir("broker-missing");
+    let scenario = "scenarios/queue/consumer-killed-before-ack.toml";
+    for (example, name, missing) in [
+        (
+            "examples/rabbitmq-consumer",
+            "missing",
+            "queue 'no-such-queue-of-chaos' does not exist on RabbitMQ",
+        ),
+        (
+            "examples/jetstream-consumer",
+            "missing-js",
+            "stream 'no-such-queue-of-chaos' does not exist on NATS",
+        ),
+    ] {
+        let file = naive_file(&dir, example, name, "create = false");
+        let text = std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("queue = \"charges\"", "queue = \"no-such-queue-of-chaos\"");
+        std::fs::write(&file, text).unwrap();
+        let output = common::chaos(&["run", scenario, "--target", file.to_str().unwrap()]);
+        let (stdout, stderr) = common::text(&output);
+        assert_eq!(output.status.code(), Some(3), "{stdout}\n{stderr}");
+        let all = format!("{stdout}{stderr}");
+        assert!(all.contains(missing), "{all}");
+        assert!(all.contains("create = true"), "{all}");
+    }
 }

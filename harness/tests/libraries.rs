@@ -215,3 +215,74 @@ fn published_deterministic_findings_still_hold_at_one_trial() {
         problems.join("\n")
     );
 }
+
+/// Celery's documented pattern, published beside the libraries (issue 25):
+/// `examples/celery-worker` on the queue scenarios.
+const CELERY: &str = "reports/libraries/celery";
+
+// guards: the published Celery verdicts are those of the current queue
+// scenarios, of both forms of the example's task, with its current pins, and
+// summary.md is what the report renders to (the live half is
+// tests/broker.rs, which runs the same example on the same scenarios)
+#[test]
+fn published_celery_verdicts_match_the_queue_scenarios_the_pins_and_their_rendering() {
+    let out = common::repo_root().join(CELERY);
+    let report = read_json(&out.join("report.json"));
+    common::assert_valid_report(&report);
+    let mut covered: Vec<String> = report["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|scenario| scenario["name"].as_str().unwrap().to_owned())
+        .collect();
+    covered.sort();
+    let mut queue: Vec<String> = common::scenarios_in(&common::scenarios_dir().join("queue"))
+        .into_iter()
+        .map(|scenario| scenario.name)
+        .collect();
+    queue.sort();
+    assert_eq!(
+        covered, queue,
+        "{CELERY} does not cover exactly scenarios/queue/*.toml; regenerate with {REGENERATE}"
+    );
+    let targets: Vec<&str> = report["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|target| target["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(targets, ["celery-naive", "celery-inbox"], "{CELERY}");
+    assert_eq!(report["transport"], "live", "{CELERY}");
+
+    let pins = std::fs::read_to_string(
+        common::repo_root().join("examples/celery-worker/requirements.txt"),
+    )
+    .unwrap();
+    let run_with = std::fs::read_to_string(out.join("requirements.txt")).unwrap();
+    assert_eq!(
+        run_with, pins,
+        "examples/celery-worker/requirements.txt changed since the published run; regenerate with {REGENERATE}"
+    );
+    let pin = pins
+        .lines()
+        .find(|line| line.starts_with("celery=="))
+        .expect("the example pins celery");
+    let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
+    assert!(
+        readme.contains(pin),
+        "{CELERY}/README.md names the version it judged ({pin})"
+    );
+    let index =
+        std::fs::read_to_string(common::repo_root().join("reports/libraries/README.md")).unwrap();
+    assert!(
+        index.contains("[celery]"),
+        "reports/libraries/README.md lists celery"
+    );
+
+    let summary = json::read(&out.join("report.json"))
+        .unwrap_or_else(|error| panic!("{CELERY}/report.json: {error}"));
+    assert!(
+        markdown::render(&summary) == std::fs::read_to_string(out.join("summary.md")).unwrap(),
+        "{CELERY}/summary.md is not what its report.json renders to; regenerate with {REGENERATE}"
+    );
+}

@@ -4,18 +4,26 @@
 //! - [`agent`]: chaos's own orchestrator ([`crate::roles::agent`]), which
 //!   sends each planned call, times out, retries, re-plans and crashes as the
 //!   scenario's faults say.
+//! - [`model`]: chaos plays the model behind a real agent runtime, which is
+//!   the target and makes the tool calls itself; the target file's
+//!   `[model]` table (docs/runtimes.md).
 //!
 //! A driver is handed the trial and the roles' environment and runs to the
-//! trial's end, in the simulator and live alike; it records every attempt it
-//! makes, and never judges. The next driver plays the model behind a real
-//! agent runtime instead of the agent itself. Adding one is its file, one
+//! trial's end; it records every tool call it makes or sees made, and never
+//! judges. One that serves something for the trial (the model's endpoint)
+//! is staged first ([`CallerDriver::stage`]). Adding one is its file, one
 //! line in [`drivers!`] below, the target-file table that selects it, a
-//! section of the protocol doc, an example and a test.
+//! doc page, an example and a test.
 
 mod agent;
+pub(crate) mod model;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+
+use chaos_kit::http;
+use tokio::sync::watch;
 
 use crate::plan::Trial;
 use crate::roles::agent::AgentEnv;
@@ -23,27 +31,26 @@ use crate::roles::agent::AgentEnv;
 /// A caller's run: it ends when the trial's calls are over.
 pub(crate) type Calling = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 
-/// Declares every driver of the caller: its variant of [`CallerDriver`] and
-/// its unit.
+/// Declares every driver of the caller: its variant of [`CallerDriver`],
+/// carrying the unit's configuration as the target file gave it.
 macro_rules! drivers {
     ($($variant:ident($module:ident::$unit:ident),)+) => {
         /// Who makes a trial's calls.
-        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        #[derive(Debug, Clone, PartialEq, Eq)]
         pub(crate) enum CallerDriver {
-            #[default]
-            $($variant,)+
+            $($variant($module::$unit),)+
         }
 
         impl CallerDriver {
-            fn unit(self) -> &'static dyn Caller {
+            fn unit(&self) -> &dyn Caller {
                 match self {
-                    $(CallerDriver::$variant => &$module::$unit,)+
+                    $(CallerDriver::$variant(unit) => unit,)+
                 }
             }
 
             /// Every driver: its name and docs line, for `chaos list`.
             pub(crate) fn every() -> Vec<(&'static str, &'static str)> {
-                vec![$(($module::$unit.name(), $module::$unit.doc()),)+]
+                vec![$(($module::NAME, $module::DOC),)+]
             }
         }
     };
@@ -51,21 +58,87 @@ macro_rules! drivers {
 
 drivers! {
     Agent(agent::Agent),
+    Model(model::Model),
 }
 
-/// One driver of the caller. Object-safe.
-pub(crate) trait Caller: Sync {
-    /// How reports and messages name it.
-    fn name(&self) -> &'static str;
-    /// One line for `chaos list` and the docs.
-    fn doc(&self) -> &'static str;
+impl Default for CallerDriver {
+    fn default() -> Self {
+        CallerDriver::Agent(agent::Agent)
+    }
+}
+
+/// One driver of the caller. Object-safe; each unit's module also has a
+/// `NAME` and a `DOC` line of its own.
+pub(crate) trait Caller: Send + Sync {
+    /// Whether it can play `trial`'s scenario; why not, as the cell's
+    /// reason. Asked once per cell, before any trial runs.
+    fn admit(&self, _trial: &Trial<'_>) -> Result<(), String> {
+        Ok(())
+    }
     /// The trial's calls, made against `env`, to their end. Every wait is
     /// bounded, so this always ends.
-    fn call(&self, trial: &Trial<'_>, env: AgentEnv) -> Calling;
+    fn call(&self, trial: &Trial<'_>, env: AgentEnv, staged: &Staged) -> Calling;
+}
+
+/// What a driver set up for one trial before its calls: the scripted
+/// model's desk, served on the trial's model port, when it plays the model.
+#[derive(Default)]
+pub(crate) struct Staged {
+    desk: Option<Arc<model::desk::Desk>>,
+}
+
+impl Staged {
+    /// Why the trial was no trial of the target, when the driver found out
+    /// (a runtime that never asked the model, a request it could not read).
+    pub(crate) fn problem(&self) -> Option<String> {
+        self.desk.as_ref().and_then(|desk| desk.problem_text())
+    }
 }
 
 impl CallerDriver {
-    pub(crate) fn call(self, trial: &Trial<'_>, env: AgentEnv) -> Calling {
-        self.unit().call(trial, env)
+    /// The wire format chaos's model speaks to this target, when it plays
+    /// one (`{model.api}` in `[env]`); empty otherwise.
+    pub(crate) fn model_api(&self) -> &'static str {
+        match self {
+            CallerDriver::Model(model) => model.api.name(),
+            CallerDriver::Agent(_) => "",
+        }
+    }
+
+    pub(crate) fn admit(&self, trial: &Trial<'_>) -> Result<(), String> {
+        self.unit().admit(trial)
+    }
+
+    /// Serves what the driver needs for `trial` on `listener` until
+    /// `stopped` changes (the trial is over): the model's endpoint, when it
+    /// plays the model; nothing otherwise.
+    pub(crate) fn stage(
+        &self,
+        trial: &Trial<'_>,
+        env: &AgentEnv,
+        listener: tokio::net::TcpListener,
+        mut stopped: watch::Receiver<()>,
+    ) -> Staged {
+        let CallerDriver::Model(model) = self else {
+            return Staged::default();
+        };
+        let desk = model.desk(trial, env);
+        let handler = {
+            let desk = desk.clone();
+            http::handler(move |request| desk.clone().handle(request))
+        };
+        tokio::spawn(http::serve(
+            listener,
+            async move {
+                // Completes when the sender is dropped: the trial is over.
+                while stopped.changed().await.is_ok() {}
+            },
+            handler,
+        ));
+        Staged { desk: Some(desk) }
+    }
+
+    pub(crate) fn call(&self, trial: &Trial<'_>, env: AgentEnv, staged: &Staged) -> Calling {
+        self.unit().call(trial, env, staged)
     }
 }

@@ -55,22 +55,42 @@ fn counts(run: &RunView<'_>, operation: &OperationView<'_>, findings: &mut Findi
     let name = operation.name;
     let (expected, expected_max) = (operation.expected, operation.expected_max);
     let count = operation.effects.len() as u32;
-    // The broker's view, when the consumer reported it: which delivery of
-    // the message made this effect.
-    let delivery = |extra: &crate::history::Effect| {
+    // The broker's view, when the consumer reported it: which published
+    // message, and which delivery of it, made this effect.
+    let dispatch_of = |effect: &crate::history::Effect| {
         run.run
             .ledger
             .dispatches
             .iter()
-            .find(|dispatch| dispatch.number == extra.dispatch)
-            .and_then(|dispatch| dispatch.delivery)
-            .map(|delivery| match delivery {
-                // A message published again (the agent's retry), not the
-                // broker's redelivery.
-                1 => ", from the first delivery of a message".to_owned(),
-                _ => format!(", from delivery {delivery} of the same message"),
-            })
-            .unwrap_or_default()
+            .find(|dispatch| dispatch.number == effect.dispatch)
+    };
+    let delivery = |extra: &crate::history::Effect| {
+        let Some(dispatch) = dispatch_of(extra) else {
+            return String::new();
+        };
+        // The message an earlier effect of the operation came from, when
+        // the consumer named it and it is another: the producer published
+        // the same message again (its confirm was lost), and the broker
+        // did not drop it.
+        let first = operation
+            .effects
+            .iter()
+            .copied()
+            .take_while(|effect| !std::ptr::eq(*effect, extra))
+            .filter_map(|effect| dispatch_of(effect)?.message.as_deref())
+            .next();
+        match (dispatch.message.as_deref(), first, dispatch.delivery) {
+            (Some(message), Some(first), delivery) if message != first => format!(
+                ", from {} of a second publish of the same message (published by attempt {message}; the first effect came from attempt {first}'s)",
+                match delivery {
+                    Some(1) | None => "the first delivery".to_owned(),
+                    Some(delivery) => format!("delivery {delivery}"),
+                }
+            ),
+            (_, _, Some(1)) => ", from the first delivery of a message".to_owned(),
+            (_, _, Some(delivery)) => format!(", from delivery {delivery} of the same message"),
+            (_, _, None) => String::new(),
+        }
     };
     let culprit = |extra: &crate::history::Effect| {
         operation
@@ -267,6 +287,43 @@ mod tests {
         let message = &verdict.finding(Check::DuplicateEffect).message;
         assert!(
             message.contains("dispatch 2 at 9 ms, from the first delivery of a message)"),
+            "{message}"
+        );
+    }
+
+    // guards: issue 25, "the second effect came from a second publish of the
+    // same message": the consumer named the message each effect came from
+    #[test]
+    fn a_duplicate_from_a_second_publish_names_both_messages() {
+        let verdict = Case::new(ONE_CALL)
+            .commit(1, 3)
+            .delivered(1)
+            .of_message("att-0-1-1-1")
+            .commit(1, 9)
+            .delivered(1)
+            .of_message("att-0-1-1-2")
+            .answer(1, 1, 12, Outcome::Applied)
+            .judge();
+        let message = &verdict.finding(Check::DuplicateEffect).message;
+        assert!(
+            message.contains(
+                "dispatch 2 at 9 ms, from the first delivery of a second publish of the same message (published by attempt att-0-1-1-2; the first effect came from attempt att-0-1-1-1's)"
+            ),
+            "{message}"
+        );
+        // The same message delivered again is the broker's redelivery.
+        let verdict = Case::new(ONE_CALL)
+            .commit(1, 3)
+            .delivered(1)
+            .of_message("att-0-1-1-1")
+            .commit(1, 9)
+            .delivered(2)
+            .of_message("att-0-1-1-1")
+            .answer(1, 1, 12, Outcome::Applied)
+            .judge();
+        let message = &verdict.finding(Check::DuplicateEffect).message;
+        assert!(
+            message.contains("dispatch 2 at 9 ms, from delivery 2 of the same message)"),
             "{message}"
         );
     }

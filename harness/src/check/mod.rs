@@ -324,9 +324,15 @@ pub struct Verdict {
 impl Verdict {
     /// The finding that decided the verdict: the most specific one.
     pub fn decisive(&self) -> Option<&Finding> {
-        self.findings
-            .iter()
-            .min_by_key(|finding| (finding.check.is_warning(), finding.check.specificity()))
+        // A run cut short explains a fault that never acted, not the other
+        // way round: its reason comes first.
+        self.findings.iter().min_by_key(|finding| {
+            (
+                finding.check.is_warning(),
+                finding.check == Check::FaultNeverActed,
+                finding.check.specificity(),
+            )
+        })
     }
 
     /// The warnings found, each a finding that does not change the status.

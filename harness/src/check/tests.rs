@@ -355,6 +355,7 @@ impl Case {
             payload_fingerprint: decided.payload.fingerprint,
             provider_shaped: false,
             delivery: None,
+            message: None,
             disposition,
         });
     }
@@ -364,6 +365,14 @@ impl Case {
     pub(crate) fn delivered(mut self, delivery: u32) -> Case {
         let dispatch = self.ledger.dispatches.last_mut().expect("a dispatch first");
         dispatch.delivery = Some(delivery);
+        self
+    }
+
+    /// The last dispatch as a consumer on a broker reported it: made from
+    /// the message the agent's attempt `message` published.
+    pub(crate) fn of_message(mut self, message: &str) -> Case {
+        let dispatch = self.ledger.dispatches.last_mut().expect("a dispatch first");
+        dispatch.message = Some(message.to_owned());
         self
     }
 

@@ -16,11 +16,12 @@ use super::schedule;
 /// play, and what the way in needs of the calls.
 pub(crate) fn admit(target: &TargetFile, trial: &Trial<'_>) -> Result<(), String> {
     let scenario = trial.scenario;
-    schedule::live_time(scenario, target.retention)
+    schedule::live_time(scenario, target.retention, target.way_in.duplicate_window())
         .map(drop)
         .and_then(|()| in_database(trial, target))
         .and_then(|()| target.provider_api.admit(scenario, &target.name))
         .and_then(|()| target.way_in.admit(&trial.call_arguments(), &target.name))
+        .and_then(|()| target.caller.admit(trial))
         .map_err(|why| format!("scenario '{}' cannot be run live: {why}", scenario.name))
 }
 

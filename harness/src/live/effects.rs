@@ -174,6 +174,7 @@ pub(crate) fn record(ledger: &mut Ledger, mut rows: Vec<Row>, tool: &str, starte
             intent_fingerprint: None,
             provider_shaped: false,
             delivery: None,
+            message: None,
             disposition: Disposition::Committed {
                 receipt: row.receipt.clone(),
             },
@@ -222,6 +223,7 @@ mod tests {
             intent_fingerprint: None,
             provider_shaped: false,
             delivery: None,
+            message: None,
             disposition: Disposition::Dropped,
         });
         record(

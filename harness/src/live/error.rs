@@ -93,6 +93,8 @@ pub(crate) enum Error {
     // ---- a run cut short -----------------------------------------------------
     #[error("the agent failed: {0}")]
     Agent(String),
+    #[error("target '{target}' is an agent runtime whose model chaos plays, and the run was no trial of it: {why}")]
+    Caller { target: String, why: String },
     #[error("the target did not come back after a restart: {0}")]
     NoRestart(Box<Error>),
     #[error("the target exited on its own during the run ({status}); the last lines of its stderr:\n{stderr}")]

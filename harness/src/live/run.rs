@@ -11,7 +11,6 @@ use std::time::Duration;
 use chaos_kit::http::{self, CallFailure};
 use tokio::sync::watch;
 
-use crate::callers::CallerDriver;
 use crate::fault::Fault;
 use crate::history::{AttemptEnd, RunOutput};
 use crate::plan::Trial;
@@ -66,10 +65,11 @@ async fn drive(
 ) -> Result<Option<Ran>> {
     let scenario = trial.scenario;
     // Admitted for the cell, so this only fails if the file changed under us.
-    let time = schedule::live_time(scenario, target.retention).map_err(|why| Error::NotLive {
-        scenario: scenario.name.clone(),
-        why,
-    })?;
+    let time = schedule::live_time(scenario, target.retention, target.way_in.duplicate_window())
+        .map_err(|why| Error::NotLive {
+            scenario: scenario.name.clone(),
+            why,
+        })?;
     // What the kept process served before: if it serves this trial too,
     // their late requests are told apart from this trial's. A subject this
     // trial names too (a lab fixture's fixed record) is this trial's.
@@ -102,12 +102,35 @@ async fn drive(
     // them), for this trial only: until `stop` is dropped.
     let (stop, stopped) = watch::channel(());
     let addrs = serve_harness(trial, target, &cast, slot, stopped)?;
+    // An earlier trial's messages still on the broker (the agent's retries
+    // published while a slow consumer restarted) are that trial's work:
+    // gone before this trial's consumer starts or is reused.
+    target
+        .way_in
+        .before_trial()
+        .await
+        .map_err(|why| Error::NotPrepared {
+            target: target.name.clone(),
+            why,
+        })?;
     let Some((launch, mut process, process_dir, served)) =
         start_or_reuse(trial, target, &time, &addrs, slot, cancel, starts).await?
     else {
         return Ok(None);
     };
     adapt_authority(target, &cast, &launch, payloads)?;
+    // The broker's duplicate window for this trial (shortened when a clock
+    // jump is to cross it), set before the first message is published.
+    if let Some(window) = time.duplicate_window {
+        if let Err(why) = target.way_in.set_duplicate_window(window).await {
+            process.kill();
+            return Err(Error::NotPrepared {
+                target: target.name.clone(),
+                why,
+            }
+            .into());
+        }
+    }
 
     let (gate, gate_open) = watch::channel(true);
     let env = cast.agent_env(
@@ -115,7 +138,13 @@ async fn drive(
         addrs.target.clone(),
         target.way_in.clone(),
     );
-    let mut caller = tokio::spawn(CallerDriver::default().call(trial, env));
+    // The model's endpoint, when the target is a runtime whose model chaos
+    // plays: served from now until the trial is over.
+    let model_listener = net::for_this_trial(&slot.model).map_err(Error::Listen)?;
+    let staged = target
+        .caller
+        .stage(trial, &env, model_listener, stop.subscribe());
+    let mut caller = tokio::spawn(target.caller.call(trial, env, &staged));
     let mut rows = match watch_rows(trial, target).await {
         Ok(rows) => rows,
         Err(error) => {
@@ -141,6 +170,17 @@ async fn drive(
         return Ok(None);
     };
     let error = settle(trial, target, &cast, &mut process, error)?;
+    // A runtime that never asked the model, or asked what chaos could not
+    // read, was not tested: judged, its missing effect would read as the
+    // runtime's fault. The trial is not run, and says why.
+    if let Some(why) = staged.problem() {
+        process.kill();
+        return Err(Error::Caller {
+            target: target.name.clone(),
+            why,
+        }
+        .into());
+    }
     // Asked before the provider stops: a request still open there is this
     // trial's work going on after its answer (a held answer its SDK still
     // waits for, then retries), which would reach the next trial.
@@ -209,6 +249,7 @@ fn serve_harness(
         target: slot.target_addr.clone(),
         provider: provider_addr.to_string(),
         authority: authority_addr.to_string(),
+        model: slot.model.local_addr().map_err(Error::Listen)?.to_string(),
     })
 }
 

@@ -12,7 +12,10 @@
 //!
 //! An approval's `expires-after` is a milestone like a retention: the
 //! authority records it shortened for the run, on the same side of every
-//! retention as declared, and a jump past it waits it out.
+//! retention as declared, and a jump past it waits it out. So is a broker's
+//! duplicate window (JetStream's `duplicate_window`, inside which the broker
+//! drops a message whose `Nats-Msg-Id` it saw): chaos sets it on the run's
+//! stream, shortened the same way, before the trial's first call.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -47,13 +50,18 @@ pub(crate) struct LiveTime {
     /// How long each fixture approval holds for this run, in the fixture's
     /// order: the declared `expires-after`, or the shortened one of a jump.
     pub(crate) approval_expiries: Vec<Option<Duration>>,
+    /// The broker's duplicate window for this trial, when the way in keeps
+    /// one chaos sets: the declared one, or the shortened one of a jump.
+    pub(crate) duplicate_window: Option<Duration>,
 }
 
 /// Decides the retentions and waits of a live run of `scenario` against a
-/// target declaring `retention`; `Err` says why the scenario cannot be run live.
+/// target declaring `retention`, whose way in keeps a duplicate window of
+/// `window` (a broker's); `Err` says why the scenario cannot be run live.
 pub(crate) fn live_time(
     scenario: &Scenario,
     retention: Option<Retention>,
+    window: Option<Duration>,
 ) -> Result<LiveTime, String> {
     refuse_long_waits(scenario)?;
     let jumps: Vec<(usize, Duration)> = scenario
@@ -83,6 +91,7 @@ pub(crate) fn live_time(
             target_retention: target_declared,
             clock_waits: BTreeMap::new(),
             approval_expiries: approvals_declared,
+            duplicate_window: window,
         });
     }
 
@@ -101,6 +110,10 @@ pub(crate) fn live_time(
     .flatten()
     .collect();
     let approval_expiries = shorten_approvals(&approvals_declared, &milestones)?;
+    // Placed among the retentions as an approval is: chaos sets it, so it
+    // can always be shortened. Pushed after the approvals were placed, as
+    // they were placed among the retentions only.
+    let duplicate_window = shorten_approvals(&[window], &milestones)?.pop().flatten();
     for (number, (declared, live)) in approvals_declared
         .iter()
         .zip(&approval_expiries)
@@ -115,12 +128,17 @@ pub(crate) fn live_time(
         }
     }
 
+    if let (Some(declared), Some(live)) = (window, duplicate_window) {
+        milestones.push((declared, live, "the broker's duplicate window".to_owned()));
+    }
+
     let clock_waits = waits(&jumps, &milestones, target_declared)?;
     Ok(LiveTime {
         provider_retention: provider_live.or(scenario.provider.retention),
         target_retention: target_live.or(target_declared),
         clock_waits,
         approval_expiries,
+        duplicate_window,
     })
 }
 
@@ -325,14 +343,14 @@ mod tests {
         )
         .unwrap();
         scenario.faults = vec![file.validate(2).unwrap()];
-        let why = live_time(&scenario, None).unwrap_err();
+        let why = live_time(&scenario, None, None).unwrap_err();
         assert!(why.contains("restart-after"), "{why}");
         assert!(why.contains("past the live limit of 1m"), "{why}");
     }
 
     #[test]
     fn a_jump_past_the_provider_only_waits_out_the_provider_only() {
-        let time = live_time(&scenario("25h"), declared("7days", true)).unwrap();
+        let time = live_time(&scenario("25h"), declared("7days", true), None).unwrap();
         assert_eq!(time.provider_retention, Some(SHORT));
         assert_eq!(time.target_retention, Some(LONGER));
         let wait = &time.clock_waits[&0];
@@ -348,13 +366,13 @@ mod tests {
 
     #[test]
     fn a_jump_past_both_waits_out_both() {
-        let time = live_time(&scenario("400days"), declared("7days", true)).unwrap();
+        let time = live_time(&scenario("400days"), declared("7days", true), None).unwrap();
         assert_eq!(time.clock_waits[&0].wait, LONGER + MARGIN);
     }
 
     #[test]
     fn a_target_that_remembers_forever_is_never_waited_for() {
-        let time = live_time(&scenario("400days"), None).unwrap();
+        let time = live_time(&scenario("400days"), None, None).unwrap();
         assert_eq!(time.target_retention, None);
         assert_eq!(time.clock_waits[&0].wait, SHORT + MARGIN);
     }
@@ -363,7 +381,7 @@ mod tests {
     fn a_retention_that_cannot_be_shortened_is_waited_out_or_refused() {
         // 2 seconds, fixed: waiting it out is fine. The provider's 24h stays
         // on its side of it: longer.
-        let time = live_time(&scenario("400days"), declared("2s", false)).unwrap();
+        let time = live_time(&scenario("400days"), declared("2s", false), None).unwrap();
         assert_eq!(time.target_retention, Some(Duration::from_secs(2)));
         assert_eq!(
             time.provider_retention,
@@ -374,11 +392,11 @@ mod tests {
             Duration::from_secs(2) + LONGER + MARGIN
         );
         // 7 days, fixed: the run cannot honestly be done live.
-        let why = live_time(&scenario("400days"), declared("7days", false)).unwrap_err();
+        let why = live_time(&scenario("400days"), declared("7days", false), None).unwrap_err();
         assert!(why.contains("cannot shorten"), "{why}");
         assert!(why.contains("CHAOS_RETENTION_MS"), "{why}");
         // ...unless the jump does not reach it.
-        let time = live_time(&scenario("25h"), declared("7days", false)).unwrap();
+        let time = live_time(&scenario("25h"), declared("7days", false), None).unwrap();
         assert_eq!(time.clock_waits[&0].wait, SHORT + MARGIN);
     }
 
@@ -402,7 +420,7 @@ mod tests {
     // retention, was waited out as nothing, and the approval never expired.
     #[test]
     fn a_jump_past_an_approval_waits_out_its_shortened_expiry_only() {
-        let time = live_time(&with_approval("1h", "2h"), None).unwrap();
+        let time = live_time(&with_approval("1h", "2h"), None, None).unwrap();
         // Below the provider's 24h, shortened to 1s: halfway to it.
         let expiry = time.approval_expiries[0].unwrap();
         assert_eq!(expiry, SHORT / 2);
@@ -412,27 +430,61 @@ mod tests {
         assert!(wait.wait < SHORT, "the provider's retention is not crossed");
         assert!(wait.note.contains("approval 1's expiry"), "{}", wait.note);
         // A jump that stays inside the approval waits nothing.
-        let time = live_time(&with_approval("3h", "2h"), None).unwrap();
+        let time = live_time(&with_approval("3h", "2h"), None, None).unwrap();
         assert_eq!(time.clock_waits[&0].wait, Duration::ZERO);
         // Without a jump, the approval holds as declared.
         let mut plain = with_approval("1h", "2h");
         plain.faults.clear();
-        let time = live_time(&plain, None).unwrap();
+        let time = live_time(&plain, None, None).unwrap();
         assert_eq!(time.approval_expiries, [Some(Duration::from_secs(3600))]);
     }
 
     #[test]
     fn an_approval_past_every_retention_expires_after_them() {
-        let time = live_time(&with_approval("30days", "40days"), declared("7days", true)).unwrap();
+        let time = live_time(
+            &with_approval("30days", "40days"),
+            declared("7days", true),
+            None,
+        )
+        .unwrap();
         assert_eq!(time.approval_expiries[0], Some(LONGER + SHORT));
         assert_eq!(time.clock_waits[&0].wait, LONGER + SHORT + MARGIN);
+    }
+
+    // guards: issue 25, a producer's second publish past the broker's
+    // duplicate window: the window is shortened for the run as a retention
+    // is, and a jump past it (inside the provider's retention) waits out the
+    // window only; one that stays inside it waits nothing
+    #[test]
+    fn a_jump_past_the_duplicate_window_waits_out_the_shortened_window_only() {
+        let two_minutes = Some(Duration::from_secs(120));
+        let time = live_time(&scenario("5m"), None, two_minutes).unwrap();
+        // Below the provider's 24h, shortened to 1s: halfway to it.
+        let window = time.duplicate_window.unwrap();
+        assert_eq!(window, SHORT / 2);
+        let wait = &time.clock_waits[&0];
+        assert_eq!(wait.wait, window + MARGIN);
+        assert!(wait.wait < SHORT, "the provider's retention is not crossed");
+        assert!(
+            wait.note
+                .contains("the broker's duplicate window (500ms for this run)"),
+            "{}",
+            wait.note
+        );
+        let time = live_time(&scenario("1m"), None, two_minutes).unwrap();
+        assert_eq!(time.clock_waits[&0].wait, Duration::ZERO);
+        // Without a jump, the declared window stands.
+        let mut plain = scenario("1m");
+        plain.faults.clear();
+        let time = live_time(&plain, None, two_minutes).unwrap();
+        assert_eq!(time.duplicate_window, two_minutes);
     }
 
     #[test]
     fn without_a_jump_the_declared_retentions_stand() {
         let mut plain = scenario("1h");
         plain.faults.clear();
-        let time = live_time(&plain, declared("7days", true)).unwrap();
+        let time = live_time(&plain, declared("7days", true), None).unwrap();
         assert_eq!(time.provider_retention, Some(Duration::from_secs(86_400)));
         assert_eq!(time.target_retention, Some(Duration::from_secs(7 * 86_400)));
         assert!(time.clock_waits.is_empty());

@@ -20,6 +20,8 @@ use super::net::{bind_loopback, reserve_port, LOOPBACK};
 pub(super) struct Slot {
     pub provider: std::net::TcpListener,
     pub authority: std::net::TcpListener,
+    /// chaos's scripted model, served only for a target under `[model]`.
+    pub model: std::net::TcpListener,
     pub target_addr: String,
     /// Each process's state and logs, in a directory of its own below.
     dir: TrialDir,
@@ -60,6 +62,7 @@ impl Slot {
         Ok(Slot {
             provider: listen()?,
             authority: listen()?,
+            model: listen()?,
             target_addr: format!("{LOOPBACK}:{}", reserve_port().map_err(Error::NoPort)?),
             dir: TrialDir::create().map_err(Error::StateDir)?,
             processes: 0,

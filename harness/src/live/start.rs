@@ -78,6 +78,8 @@ pub(super) struct Addrs {
     pub target: String,
     pub provider: String,
     pub authority: String,
+    /// Where chaos's scripted model listens (served only under `[model]`).
+    pub model: String,
 }
 
 /// The target's command and its `CHAOS_*` environment for this trial.
@@ -92,11 +94,13 @@ pub(super) fn launch(
     let _ = std::fs::create_dir_all(&state);
     let provider_url = format!("{}://{}", target.provider_api.scheme(), addrs.provider);
     let authority_url = format!("http://{}", addrs.authority);
+    let model_url = format!("http://{}", addrs.model);
     let provider = &trial.scenario.provider;
     let mut env: Vec<(String, String)> = vec![
         (env_vars::LISTEN_ADDR.into(), addrs.target.clone()),
         (env_vars::PROVIDER_URL.into(), provider_url.clone()),
         (env_vars::AUTHORITY_URL.into(), authority_url.clone()),
+        (env_vars::MODEL_URL.into(), model_url.clone()),
         (
             env_vars::UPSTREAM_TIMEOUT_MS.into(),
             trial.timing.upstream_timeout.as_millis().to_string(),
@@ -137,6 +141,8 @@ pub(super) fn launch(
         listen_addr: &addrs.target,
         provider_url: &provider_url,
         authority_url: &authority_url,
+        model_url: &model_url,
+        model_api: target.caller.model_api(),
         state_dir: &state,
         retention: time.target_retention,
         upstream_timeout: trial.timing.upstream_timeout,
@@ -275,12 +281,18 @@ mod tests {
         .unwrap();
         let scenario = Scenario::load(&root.join(scenario)).unwrap();
         let trial = Trial::new(&scenario, 1, Timing::live());
-        let time = super::super::schedule::live_time(&scenario, target.retention).unwrap();
+        let time = super::super::schedule::live_time(
+            &scenario,
+            target.retention,
+            target.way_in.duplicate_window(),
+        )
+        .unwrap();
         let dir = std::env::temp_dir().join(format!("chaos-start-test-{}", std::process::id()));
         let addrs = Addrs {
             target: "127.0.0.1:1".into(),
             provider: "127.0.0.1:2".into(),
             authority: "127.0.0.1:3".into(),
+            model: "127.0.0.1:4".into(),
         };
         let env = launch(&target, &trial, &time, &dir, &addrs).env;
         let _ = std::fs::remove_dir_all(&dir);

@@ -198,7 +198,12 @@ mod tests {
         .unwrap();
         let limit = |scenario: &Scenario, timing: Timing| {
             let trial = Trial::new(scenario, 1, timing);
-            let time = super::super::schedule::live_time(scenario, target.retention).unwrap();
+            let time = super::super::schedule::live_time(
+                scenario,
+                target.retention,
+                target.way_in.duplicate_window(),
+            )
+            .unwrap();
             run_limit(&trial, &target, &time)
         };
         let lost = load("lost-response-keyed");

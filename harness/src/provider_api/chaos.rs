@@ -58,6 +58,7 @@ pub(super) fn effects_post(desk: Arc<dyn Desk>, request: Request) -> Option<Answ
         .ok()
         .and_then(|body| body.get(desk.subject_field())?.as_str().map(str::to_owned));
     let delivery = super::delivery(&request);
+    let message = super::message(&request);
     let incoming = Incoming {
         tool,
         key: request.header_value(IDEMPOTENCY_KEY).map(str::to_owned),
@@ -71,6 +72,7 @@ pub(super) fn effects_post(desk: Arc<dyn Desk>, request: Request) -> Option<Answ
             .collect(),
         resource: None,
         delivery,
+        message,
     };
     Some(Box::pin(async move { desk.dispatch(incoming).await }))
 }

@@ -243,12 +243,30 @@ pub(crate) struct Incoming {
     /// The delivery of a broker's message the consumer acted on, from
     /// [`DELIVERY`].
     pub delivery: Option<u32>,
+    /// Which published message the consumer acted on, from [`MESSAGE`].
+    pub message: Option<String>,
 }
 
 /// The header a consumer on a broker may send its provider request with:
 /// which delivery of the message it acts on (1 the first; RabbitMQ's
 /// `x-delivery-count` plus one). Read by every API, never required.
 pub(crate) const DELIVERY: &str = "x-chaos-delivery";
+
+/// The header a consumer on a broker may send with [`DELIVERY`]: which
+/// published message it acts on, the message's own `x-attempt-id` (the
+/// agent's attempt that published it). Two effects of one operation from two
+/// messages are a producer's second publish (its confirm was lost), not the
+/// broker's redelivery. Read by every API, never required.
+pub(crate) const MESSAGE: &str = "x-chaos-message";
+
+/// The [`MESSAGE`] header of `request`, when it names one.
+pub(crate) fn message(request: &chaos_kit::http::Request) -> Option<String> {
+    request
+        .header_value(MESSAGE)
+        .map(str::trim)
+        .filter(|message| !message.is_empty() && message.len() <= 200)
+        .map(str::to_owned)
+}
 
 /// The [`DELIVERY`] header of `request`, when it is a positive number.
 pub(crate) fn delivery(request: &chaos_kit::http::Request) -> Option<u32> {

@@ -297,6 +297,7 @@ fn incoming(provider: &dyn Desk, resource: Resource, request: Request) -> Incomi
         _ => Ok(params),
     });
     let delivery = super::delivery(&request);
+    let message = super::message(&request);
     Incoming {
         tool: resource.collection().to_owned(),
         key: request.header_value(IDEMPOTENCY_KEY).map(str::to_owned),
@@ -308,6 +309,7 @@ fn incoming(provider: &dyn Desk, resource: Resource, request: Request) -> Incomi
         free_text: Vec::new(),
         resource: Some(resource),
         delivery,
+        message,
     }
 }
 

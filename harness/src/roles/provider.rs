@@ -350,6 +350,7 @@ impl Provider {
             intent_fingerprint,
             provider_shaped: incoming.resource.is_some(),
             delivery: incoming.delivery,
+            message: incoming.message.clone(),
             disposition: Disposition::Dropped,
         };
         // An API may refuse a key while a request with it executes (Stripe
@@ -756,6 +757,7 @@ mod tests {
             free_text: Vec::new(),
             resource: None,
             delivery: None,
+            message: None,
         }
     }
 

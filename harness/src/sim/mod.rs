@@ -23,7 +23,7 @@ use chaos_kit::net::{BoxFuture, Listener};
 use chaos_kit::target::TargetInfo;
 use chaos_kit::TargetEnv;
 
-use crate::callers::CallerDriver;
+use crate::callers::{CallerDriver, Staged};
 use crate::history::{Ms, RunOutput};
 use crate::plan::{Timing, Trial};
 use crate::provider_api::ProviderApi;
@@ -187,7 +187,7 @@ fn simulate(trial: &Trial<'_>, target: &SimTarget, cancel: &AtomicBool) -> Optio
             format!("{TARGET_HOST}:{TARGET_PORT}"),
             WayIn::default(),
         );
-        let calling = CallerDriver::default().call(trial, env);
+        let calling = CallerDriver::default().call(trial, env, &Staged::default());
         sim.client("agent", async move {
             calling.await;
             Ok(())

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::input::{Errors, FileError};
-use crate::way_in::broker::{Broker, BrokerKind};
+use crate::way_in::broker::{Broker, BrokerKind, Format};
 use crate::way_in::mapped::Template;
 
 #[derive(Debug, Deserialize)]
@@ -25,6 +25,10 @@ pub(super) struct BrokerFile {
     operation_id: Option<String>,
     #[serde(default = "yes")]
     reply: bool,
+    #[serde(default)]
+    format: Option<String>,
+    #[serde(default)]
+    task: Option<String>,
     #[serde(default, with = "humantime_serde")]
     expires: Option<Duration>,
     #[serde(default, with = "humantime_serde")]
@@ -54,6 +58,14 @@ const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 
 fn template(what: &str, text: &str) -> Result<Template, String> {
     Template::parse(text).map_err(|why| format!("{what}: {why}"))
+}
+
+fn is_task_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 200
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || b"_.:".contains(&byte))
 }
 
 fn is_queue_name(name: &str) -> bool {
@@ -108,6 +120,28 @@ impl BrokerFile {
                 "broker.duplicate-window must be at least 100ms (JetStream's floor)".into(),
             );
         }
+        let format = match (self.format.as_deref().unwrap_or("json"), self.task) {
+            ("json", None) => Format::Json,
+            ("json", Some(_)) => {
+                return Err("broker.task names a Celery task: set format = \"celery\" too, or leave task out".into())
+            }
+            ("celery", _) if kind != BrokerKind::RabbitMq => {
+                return Err("broker.format = \"celery\" is a Celery task message over AMQP: use it with kind = \"rabbitmq\"".into())
+            }
+            ("celery", Some(task)) if is_task_name(&task) => Format::Celery { task },
+            ("celery", Some(task)) => {
+                return Err(format!("broker.task '{task}' must be a Celery task's registered name, letters, digits, '_', '.' and ':', e.g. task = \"tasks.charge\""))
+            }
+            ("celery", None) => {
+                return Err("broker.format = \"celery\" needs task = the Celery task's registered name, e.g. task = \"tasks.charge\"".into())
+            }
+            (other, _) => {
+                return Err(format!(
+                    "broker.format '{other}' is not a message format chaos sends. Choose from: {}",
+                    Format::NAMES.join(", ")
+                ))
+            }
+        };
         let operation_id = match self.operation_id {
             None => Some("Idempotency-Key".to_owned()),
             Some(header) if header.is_empty() => None,
@@ -153,6 +187,7 @@ impl BrokerFile {
             fields,
             headers,
             reply: self.reply,
+            format,
             expires,
             ack_wait,
             duplicate_window,

@@ -74,6 +74,13 @@ pub enum Fact {
     /// (`smtp://` for an SMTP provider).
     ProviderUrl,
     AuthorityUrl,
+    /// `http://127.0.0.1:PORT` of chaos's scripted model (`CHAOS_MODEL_URL`),
+    /// for a runtime's base URL setting under `[model]`.
+    ModelUrl,
+    /// The wire format chaos's model speaks (`[model] api`: `openai-chat`,
+    /// `openai-responses` or `anthropic`), for a runtime that reads which
+    /// SDK to use; empty without `[model]`.
+    ModelApi,
     /// The provider's host and port apart: what an SMTP client is configured with.
     ProviderHost,
     ProviderPort,
@@ -84,7 +91,7 @@ pub enum Fact {
 }
 
 impl Fact {
-    pub const ALL: [Fact; 12] = [
+    pub const ALL: [Fact; 14] = [
         Fact::RetentionSeconds,
         Fact::RetentionMs,
         Fact::StateDir,
@@ -93,6 +100,8 @@ impl Fact {
         Fact::ListenPort,
         Fact::ProviderUrl,
         Fact::AuthorityUrl,
+        Fact::ModelUrl,
+        Fact::ModelApi,
         Fact::ProviderHost,
         Fact::ProviderPort,
         Fact::UpstreamTimeoutMs,
@@ -109,6 +118,8 @@ impl Fact {
             Fact::ListenPort => "listen.port",
             Fact::ProviderUrl => "provider.url",
             Fact::AuthorityUrl => "authority.url",
+            Fact::ModelUrl => "model.url",
+            Fact::ModelApi => "model.api",
             Fact::ProviderHost => "provider.host",
             Fact::ProviderPort => "provider.port",
             Fact::UpstreamTimeoutMs => "upstream_timeout.ms",
@@ -145,6 +156,8 @@ impl Fact {
             Fact::ListenPort => port.to_owned(),
             Fact::ProviderUrl => facts.provider_url.to_owned(),
             Fact::AuthorityUrl => facts.authority_url.to_owned(),
+            Fact::ModelUrl => facts.model_url.to_owned(),
+            Fact::ModelApi => facts.model_api.to_owned(),
             Fact::ProviderHost => provider_host.to_owned(),
             Fact::ProviderPort => provider_port.to_owned(),
             Fact::UpstreamTimeoutMs => facts.upstream_timeout.as_millis().to_string(),
@@ -161,6 +174,8 @@ pub(crate) struct RunFacts<'a> {
     pub listen_addr: &'a str,
     pub provider_url: &'a str,
     pub authority_url: &'a str,
+    pub model_url: &'a str,
+    pub model_api: &'a str,
     pub state_dir: &'a Path,
     /// The target's retention in force, when the file declares one.
     pub retention: Option<Duration>,

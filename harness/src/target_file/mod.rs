@@ -39,6 +39,8 @@
 //! [broker]                            # optional: the target consumes a queue (docs/brokers.md)
 //! kind = "rabbitmq"
 //! queue = "charges"
+//! [model]                             # optional: the target is an agent runtime; chaos plays its model
+//! api = "openai-chat"                 # (docs/runtimes.md)
 //! ```
 //!
 //! Config only: this folder imports nothing of the run. The file is read in
@@ -54,6 +56,7 @@ mod broker;
 mod effects;
 mod env;
 mod mcp;
+mod model;
 mod provider;
 mod request;
 mod response;
@@ -69,6 +72,7 @@ use chaos_kit::target::{AfterRetention, TargetInfo};
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::callers::CallerDriver;
 use crate::input::{self, Errors, FileError};
 use crate::plan::AgentBudget;
 use crate::provider_api::ProviderApi;
@@ -123,6 +127,9 @@ pub struct TargetFile {
     pub(crate) way_in: WayIn,
     /// `[agent]`: the live agent's retry budget against this target.
     pub agent: AgentBudget,
+    /// Who makes the calls: chaos's own agent, or (`[model]`) a runtime
+    /// whose model chaos plays.
+    pub(crate) caller: CallerDriver,
 }
 
 impl TargetFile {
@@ -229,6 +236,8 @@ struct File {
     #[serde(default)]
     mcp: Option<Spanned<mcp::McpFile>>,
     broker: Option<Spanned<broker::BrokerFile>>,
+    #[serde(default)]
+    model: Option<Spanned<model::ModelFile>>,
 }
 
 fn default_ready_timeout() -> Duration {
@@ -364,6 +373,14 @@ impl File {
             }),
         };
         let agent = agent::validate(self.agent, &errors)?;
+        let model_span = self.model.as_ref().map(Spanned::span);
+        let caller = model::validate(self.model, &errors)?;
+        if let (Some(span), false) = (model_span, matches!(way_in, WayIn::Protocol(_))) {
+            return Err(error_at(
+                span,
+                "[model] makes the target an agent runtime that makes its own tool calls, and this file also says how chaos sends them ([request], [response], [mcp] or [broker]); keep [model] for a runtime, or the others for a service".into(),
+            ));
+        }
         let workdir = match self.workdir {
             Some(workdir) if workdir.is_absolute() => workdir,
             Some(workdir) => directory.join(workdir),
@@ -393,6 +410,7 @@ impl File {
             provider_api,
             way_in,
             agent,
+            caller,
         })
     }
 }
@@ -786,6 +804,65 @@ command = ["python3", "server.py"]
     }
 
     #[test]
+    fn a_model_table_makes_the_target_a_runtime_whose_model_chaos_plays() {
+        let file = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[model]\napi = \"anthropic\"\nrun-timeout = \"20s\"\n[model.tools]\ncharge_card = \"pay_invoice\"\n"
+        ))
+        .unwrap();
+        let crate::callers::CallerDriver::Model(model) = &file.caller else {
+            panic!("[model] selects the model driver: {:?}", file.caller);
+        };
+        assert_eq!(model.api.name(), "anthropic");
+        assert_eq!(model.entry, "/runs");
+        assert_eq!(model.run_timeout, Duration::from_secs(20));
+        assert_eq!(model.retries, 2);
+        assert_eq!(model.tools["charge_card"], "pay_invoice");
+        // Without it, chaos's own agent makes the calls.
+        let plain = parse(&format!("name = \"a\"\n{MINIMAL}")).unwrap();
+        assert_eq!(plain.caller, crate::callers::CallerDriver::default());
+    }
+
+    #[test]
+    fn model_errors_name_the_line_and_the_fix() {
+        for (table, says) in [
+            ("[model]\n", "missing field `api`"),
+            (
+                "[model]\napi = \"gemini\"\n",
+                "Choose from: \"openai-chat\", \"openai-responses\", \"anthropic\"",
+            ),
+            (
+                "[model]\napi = \"openai-chat\"\nentry = \"runs\"\n",
+                "must be a path starting with '/'",
+            ),
+            (
+                "[model]\napi = \"openai-chat\"\nrun-timeout = \"1h\"\n",
+                "at most 5m",
+            ),
+            (
+                "[model]\napi = \"openai-chat\"\nretries = 50\n",
+                "write at most 10",
+            ),
+            (
+                "[model]\napi = \"openai-chat\"\n[model.tools]\ncharge_card = \"pay invoice\"\n",
+                "1 to 64 letters",
+            ),
+            (
+                "[model]\napi = \"openai-chat\"\nmodel = \"gpt\"\n",
+                "unknown field `model`",
+            ),
+            (
+                "[model]\napi = \"openai-chat\"\n[request]\npath = \"/x\"\n",
+                "keep [model] for a runtime",
+            ),
+        ] {
+            let error = parse(&format!("name = \"a\"\n{MINIMAL}{table}"))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(says), "{table}: {error}");
+        }
+    }
+
+    #[test]
     fn mcp_errors_name_the_line_and_the_fix() {
         for (table, says) in [
             ("[mcp]\n", "missing field `transport`"),
@@ -900,6 +977,8 @@ command = ["python3", "server.py"]
             listen_addr: "127.0.0.1:41873",
             provider_url: "http://127.0.0.1:41869",
             authority_url: "http://127.0.0.1:41871",
+            model_url: "http://127.0.0.1:41875",
+            model_api: "openai-chat",
             state_dir: state,
             retention: Some(Duration::from_secs(3)),
             upstream_timeout: Duration::from_millis(500),

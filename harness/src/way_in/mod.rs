@@ -141,6 +141,28 @@ pub(crate) trait Way: Send + Sync {
     fn prepare(&self) -> Preparing<'_> {
         Box::pin(std::future::ready(Ok(())))
     }
+    /// The duplicate window the way in keeps for the target, as declared
+    /// (a broker's, inside which it drops a message it saw): a milestone a
+    /// clock jump may cross, shortened for a run that jumps as retentions
+    /// are. None, unless it keeps one chaos can set.
+    fn duplicate_window(&self) -> Option<Duration> {
+        None
+    }
+    /// Readies what it set up for the trial about to run, before its
+    /// target process starts or is reused (a broker's queue emptied of an
+    /// earlier trial's messages; not on a restart within the trial, whose
+    /// messages are its own); why not, when refused. Nothing, unless it set
+    /// something up.
+    fn before_trial(&self) -> Preparing<'_> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+    /// Sets the duplicate window for the trial about to run (the declared
+    /// one, or the one shortened for its clock jumps), once the target is
+    /// ready and before its first call; why not, when the broker refused.
+    /// Nothing, unless it keeps one.
+    fn set_duplicate_window(&self, _window: Duration) -> Preparing<'_> {
+        Box::pin(std::future::ready(Ok(())))
+    }
     /// Whether the target process listens on `{listen.addr}` (and must be
     /// the one holding that port once ready). A consumer on a broker does
     /// not: its calls come through the broker.
@@ -281,6 +303,18 @@ impl WayIn {
 
     pub(crate) fn take_down(&self) {
         self.unit().take_down()
+    }
+
+    pub(crate) fn duplicate_window(&self) -> Option<Duration> {
+        self.unit().duplicate_window()
+    }
+
+    pub(crate) fn before_trial(&self) -> Preparing<'_> {
+        self.unit().before_trial()
+    }
+
+    pub(crate) fn set_duplicate_window(&self, window: Duration) -> Preparing<'_> {
+        self.unit().set_duplicate_window(window)
     }
 
     pub(crate) fn reads_its_own_outcomes(&self) -> bool {

@@ -22,6 +22,9 @@ use crate::TargetEnv;
 pub const LISTEN_ADDR: &str = "CHAOS_LISTEN_ADDR";
 /// `http://host:port` of the provider.
 pub const PROVIDER_URL: &str = "CHAOS_PROVIDER_URL";
+/// `http://host:port` of chaos's scripted model, when the target is an
+/// agent runtime whose model chaos plays (`[model]`).
+pub const MODEL_URL: &str = "CHAOS_MODEL_URL";
 /// `http://host:port` of the authority.
 pub const AUTHORITY_URL: &str = "CHAOS_AUTHORITY_URL";
 /// How long to wait for one upstream call, in milliseconds.

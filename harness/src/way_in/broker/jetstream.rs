@@ -151,6 +151,60 @@ pub(super) async fn consuming(broker: &Broker) -> Result<(), String> {
     }
 }
 
+/// Empties the run's stream, when it exists yet, of an earlier trial's
+/// messages (and so of their redeliveries), before the next trial's
+/// consumer starts.
+pub(super) async fn purge(broker: &Broker) -> Result<(), String> {
+    let client = connect(broker).await?;
+    let js = jetstream::new(client);
+    let Ok(stream) = js.get_stream(&broker.queue).await else {
+        // Not made yet: the run's first trial.
+        return Ok(());
+    };
+    stream.purge().await.map(drop).map_err(|error| {
+        format!(
+            "NATS at {} refused to purge stream '{}' before a trial: {error}",
+            broker.address(),
+            broker.queue
+        )
+    })
+}
+
+/// Sets the run's stream's `duplicate_window` for the next trial: the
+/// declared one, or the one a clock jump is waited past, shortened as a
+/// retention is (live/schedule.rs). Messages are kept at least as long.
+pub(super) async fn set_duplicate_window(broker: &Broker, window: Duration) -> Result<(), String> {
+    let client = connect(broker).await?;
+    let js = jetstream::new(client);
+    let refused = |error: &dyn std::fmt::Display| {
+        format!(
+            "NATS at {} refused to set the duplicate window of stream '{}' to {}: {error}",
+            broker.address(),
+            broker.queue,
+            humantime::format_duration(window)
+        )
+    };
+    let mut stream = js
+        .get_stream(&broker.queue)
+        .await
+        .map_err(|error| refused(&error))?;
+    let mut config = stream
+        .info()
+        .await
+        .map_err(|error| refused(&error))?
+        .config
+        .clone();
+    if config.duplicate_window == window {
+        return Ok(());
+    }
+    config.duplicate_window = window;
+    config.max_age = config.max_age.max(window);
+    js.update_stream(config)
+        .await
+        .map(drop)
+        .map_err(|error| refused(&error))
+}
+
 pub(super) async fn delete(broker: &Broker) {
     let Ok(client) = connect(broker).await else {
         return;

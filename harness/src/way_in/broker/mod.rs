@@ -19,6 +19,7 @@
 //! also kills the consumer, its parent-death signal) the broker deletes it
 //! itself once it has been unused that long.
 
+mod celery;
 mod jetstream;
 mod rabbitmq;
 
@@ -70,6 +71,21 @@ impl BrokerKind {
     }
 }
 
+/// What a message looks like on the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Format {
+    /// A JSON body (the fields, or the call's arguments) and string headers.
+    Json,
+    /// A Celery task message (protocol v2) for the task of that name, its
+    /// kwargs the JSON body's fields; the answer is the `rpc://` result
+    /// backend's ([`celery`]). RabbitMQ only.
+    Celery { task: String },
+}
+
+impl Format {
+    pub(crate) const NAMES: [&'static str; 2] = ["json", "celery"];
+}
+
 /// A target reached through a broker: the `[broker]` table, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Broker {
@@ -89,6 +105,8 @@ pub(crate) struct Broker {
     pub headers: BTreeMap<String, Template>,
     /// Whether the consumer answers on the reply queue.
     pub reply: bool,
+    /// The message's shape: JSON, or a Celery task's.
+    pub format: Format,
     /// How long the broker keeps a created queue nobody uses (after a
     /// SIGKILL of chaos); JetStream: how long the stream keeps a message.
     pub expires: Duration,
@@ -189,9 +207,10 @@ impl Broker {
         if let Some(header) = &self.operation_id {
             headers.push((header.clone(), values.operation_id.to_owned()));
         }
-        Message {
+        let mut message = Message {
             body,
             headers,
+            typed_headers: Vec::new(),
             operation_id: self
                 .operation_id
                 .as_ref()
@@ -202,6 +221,19 @@ impl Broker {
                 .find(|(name, _)| *name == chaos_kit::protocol::ATTEMPT_ID)
                 .map(|(_, id)| (*id).to_owned())
                 .unwrap_or_default(),
+        };
+        if let Format::Celery { task } = &self.format {
+            celery::wrap(task, &mut message);
+        }
+        message
+    }
+
+    /// The consumer's answer as chaos's answer body; `None` while it is
+    /// not the last word (a Celery task's state on the way).
+    fn answer_body(&self, answer: Vec<u8>) -> Option<Vec<u8>> {
+        match self.format {
+            Format::Json => Some(answer),
+            Format::Celery { .. } => celery::result_body(&answer),
         }
     }
 }
@@ -210,6 +242,9 @@ impl Broker {
 pub(crate) struct Message {
     pub body: Bytes,
     pub headers: Vec<(String, String)>,
+    /// Headers whose values are not strings (a Celery task's `retries`,
+    /// `timelimit`, its nulls), sent as the AMQP types of their JSON.
+    pub typed_headers: Vec<(String, Value)>,
     /// The operation id, when the message carries one: JetStream's
     /// `Nats-Msg-Id`, by which the broker drops a message it saw inside
     /// the stream's duplicate window.
@@ -312,6 +347,39 @@ impl Way for Broker {
 
     fn take_down(&self) {
         delete_created(Some(self));
+    }
+
+    /// JetStream's `duplicate_window`, on a stream chaos creates (a stream
+    /// of the user's own is never changed). RabbitMQ has none: a message
+    /// published twice is two messages.
+    fn duplicate_window(&self) -> Option<Duration> {
+        (self.kind == BrokerKind::JetStream && self.create).then_some(self.duplicate_window)
+    }
+
+    /// The run's queue emptied of an earlier trial's messages (an agent's
+    /// retries published while a slow consumer restarted are that trial's
+    /// work, not this one's). A queue chaos did not create is left as it is.
+    fn before_trial(&self) -> Preparing<'_> {
+        Box::pin(async move {
+            if !self.create {
+                return Ok(());
+            }
+            match self.kind {
+                BrokerKind::RabbitMq => rabbitmq::purge(self).await,
+                BrokerKind::JetStream => jetstream::purge(self).await,
+            }
+        })
+    }
+
+    fn set_duplicate_window(&self, window: Duration) -> Preparing<'_> {
+        Box::pin(async move {
+            match self.kind {
+                BrokerKind::JetStream if self.create => {
+                    jetstream::set_duplicate_window(self, window).await
+                }
+                _ => Ok(()),
+            }
+        })
     }
 
     fn listens(&self) -> bool {
@@ -456,6 +524,7 @@ mod tests {
             ])),
             headers: BTreeMap::from([("X-Tool".into(), Template::parse("{tool}").unwrap())]),
             reply: true,
+            format: Format::Json,
             expires: Duration::from_secs(60),
             ack_wait: Duration::from_secs(2),
             duplicate_window: Duration::from_secs(120),

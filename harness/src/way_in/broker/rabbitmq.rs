@@ -12,13 +12,13 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use lapin::options::{
     BasicConsumeOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
-    QueueDeleteOptions,
+    QueueDeleteOptions, QueuePurgeOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::Confirmation;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
-use super::{failure, remember_created, Broker, Message, Published};
+use super::{failure, remember_created, Broker, Format, Message, Published};
 use chaos_kit::http::CallFailure;
 
 /// How long chaos waits to connect before it calls the broker down.
@@ -44,13 +44,18 @@ async fn connect(broker: &Broker) -> Result<Connection, String> {
 /// message's deliveries (`x-delivery-count`, the broker's own view of a
 /// redelivery, which a consumer can pass on); gone by itself once unused
 /// for `expires` (no consumer, no redeclare), so a SIGKILLed run leaves
-/// nothing.
+/// nothing. A Celery worker's queue is a classic one, as Celery declares its
+/// own by default: a worker that sees a quorum queue sets up its native
+/// delayed delivery on the broker (28 queues and their exchanges), which
+/// nobody would delete after the run.
 fn created_arguments(broker: &Broker) -> FieldTable {
     let mut arguments = FieldTable::default();
-    arguments.insert(
-        "x-queue-type".into(),
-        AMQPValue::LongString("quorum".into()),
-    );
+    if broker.format == Format::Json {
+        arguments.insert(
+            "x-queue-type".into(),
+            AMQPValue::LongString("quorum".into()),
+        );
+    }
     arguments.insert(
         "x-expires".into(),
         AMQPValue::LongLongInt(broker.expires.as_millis() as i64),
@@ -128,6 +133,31 @@ pub(super) async fn consuming(broker: &Broker) -> Result<(), String> {
     }
 }
 
+/// Empties the run's queue, when it exists yet, of the messages no consumer
+/// holds: an earlier trial's, before the next trial's consumer starts.
+pub(super) async fn purge(broker: &Broker) -> Result<(), String> {
+    let connection = connect(broker).await?;
+    let purged = match connection.create_channel().await {
+        Ok(channel) => match passive(&channel, broker).await {
+            // Not made yet: the run's first trial.
+            Err(_) => Ok(()),
+            Ok(_) => channel
+                .queue_purge(broker.queue.as_str().into(), QueuePurgeOptions::default())
+                .await
+                .map(drop),
+        },
+        Err(error) => Err(error),
+    };
+    let _ = connection.close(200, "chaos: purged".into()).await;
+    purged.map_err(|error| {
+        format!(
+            "RabbitMQ at {} refused to purge queue '{}' before a trial: {error}",
+            broker.address(),
+            broker.queue
+        )
+    })
+}
+
 pub(super) async fn delete(broker: &Broker) {
     let Ok(connection) = connect(broker).await else {
         return;
@@ -177,6 +207,7 @@ async fn publish(
     let mut properties = BasicProperties::default()
         .with_delivery_mode(2)
         .with_content_type("application/json".into())
+        .with_content_encoding("utf-8".into())
         .with_correlation_id(message.correlation.as_str().into())
         .with_message_id(message.correlation.as_str().into());
     if broker.reply {
@@ -215,6 +246,9 @@ async fn publish(
             AMQPValue::LongString(value.as_str().into()),
         );
     }
+    for (name, value) in &message.typed_headers {
+        headers.insert(name.as_str().into(), amqp_value(value));
+    }
     let confirm = channel
         .basic_publish(
             ShortString::from(""),
@@ -246,9 +280,37 @@ async fn publish(
             .correlation_id()
             .as_ref()
             .is_none_or(|id| id.as_str() == message.correlation);
-        if ours {
-            return Ok(Published::Answered(delivery.data));
+        if !ours {
+            continue;
+        }
+        if let Some(body) = broker.answer_body(delivery.data) {
+            return Ok(Published::Answered(body));
         }
     }
     Err(failure(false))
+}
+
+/// A JSON value as the AMQP field value a client library would send for it
+/// (a Celery task's headers: nulls, integers, a list).
+fn amqp_value(value: &serde_json::Value) -> AMQPValue {
+    use serde_json::Value;
+    match value {
+        Value::Null => AMQPValue::Void,
+        Value::Bool(flag) => AMQPValue::Boolean(*flag),
+        Value::Number(number) => match number.as_i64() {
+            Some(integer) => AMQPValue::LongLongInt(integer),
+            None => AMQPValue::Double(number.as_f64().unwrap_or_default()),
+        },
+        Value::String(text) => AMQPValue::LongString(text.as_str().into()),
+        Value::Array(items) => {
+            AMQPValue::FieldArray(items.iter().map(amqp_value).collect::<Vec<_>>().into())
+        }
+        Value::Object(fields) => {
+            let mut table = FieldTable::default();
+            for (name, value) in fields {
+                table.insert(name.as_str().into(), amqp_value(value));
+            }
+            AMQPValue::FieldTable(table)
+        }
+    }
 }
