@@ -246,3 +246,29 @@ fn a_scenario_the_model_cannot_play_is_not_run_and_says_why() {
         "{reasons}"
     );
 }
+
+// guards: a run that never completes (the model's answer held past the
+// run's timeout, no retry left) is bounded and incomplete: unknown, saying
+// which run, never a pass
+#[test]
+fn a_run_that_never_completes_is_bounded_and_unknown_saying_which_run() {
+    let target = variant(
+        "model-held",
+        "MODEL_API = \"openai-chat\"\nOPENAI_BASE_URL = \"{model.url}/v1\"",
+        "api = \"openai-chat\"\nrun-timeout = \"1s\"\nretries = 0",
+    );
+    let dir = common::temp_dir("model-held-scenario");
+    let path = dir.join("model-held.toml");
+    std::fs::write(
+        &path,
+        "test = \"re-plan\"\ndescription = \"the model's answer after the charge is held past the run's timeout\"\ninvariant = \"one effect per intent\"\nboundary = \"accepted-request\"\n[provider]\nprofile = \"keyed\"\nretention = \"24h\"\n[workload]\ntool = \"charge_card\"\n[[call]]\noperation = \"charge\"\nattempts = 1\n[[fault]]\nkind = \"delay\"\nhop = \"target-to-agent\"\nnth = 1\nby = \"3s\"\n[expect]\neffects-per-operation = 1\n",
+    )
+    .unwrap();
+    let scenario = Scenario::load(&path).unwrap_or_else(|error| panic!("{error}"));
+    let summary = common::sweep_target(&[scenario], &target, 1);
+    let cell = &summary.cells[0];
+    assert_eq!(cell.verdict, Status::Unknown, "{}", verdicts(&summary));
+    assert_eq!(cell.effects_observed_max, 1, "{}", verdicts(&summary));
+    let reasons = verdicts(&summary);
+    assert!(reasons.contains("never completed in 1 tries"), "{reasons}");
+}

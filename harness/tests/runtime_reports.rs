@@ -57,7 +57,11 @@ fn published_runtime_reports_match_the_scenarios_the_pins_and_their_claims() {
             .map(|scenario| scenario["name"].as_str().unwrap().to_owned())
             .collect();
         covered.sort();
-        assert_eq!(covered, scenarios(), "reports/runtimes/{name}; regenerate with {REGENERATE}");
+        assert_eq!(
+            covered,
+            scenarios(),
+            "reports/runtimes/{name}; regenerate with {REGENERATE}"
+        );
         assert_eq!(report["transport"], "live", "reports/runtimes/{name}");
 
         let file_name = |file: &str| {
@@ -68,16 +72,28 @@ fn published_runtime_reports_match_the_scenarios_the_pins_and_their_claims() {
         let targets: Vec<&str> = (report["targets"].as_array().unwrap().iter())
             .map(|target| target["name"].as_str().unwrap())
             .collect();
-        assert_eq!(targets, [naive.as_str(), keyed.as_str()], "reports/runtimes/{name}");
+        assert_eq!(
+            targets,
+            [naive.as_str(), keyed.as_str()],
+            "reports/runtimes/{name}"
+        );
 
-        let pins = std::fs::read_to_string(common::repo_root().join(&folder).join("requirements.txt")).unwrap();
+        let pins =
+            std::fs::read_to_string(common::repo_root().join(&folder).join("requirements.txt"))
+                .unwrap();
         let run_with = std::fs::read_to_string(out.join("requirements.txt")).unwrap();
         assert_eq!(
             run_with, pins,
             "{folder}/requirements.txt changed since the published run; regenerate with {REGENERATE}"
         );
-        assert!(index.contains(&format!("[{name}]")), "reports/runtimes/README.md lists {name}");
-        assert!(out.join("README.md").is_file(), "reports/runtimes/{name}/README.md");
+        assert!(
+            index.contains(&format!("[{name}]")),
+            "reports/runtimes/README.md lists {name}"
+        );
+        assert!(
+            out.join("README.md").is_file(),
+            "reports/runtimes/{name}/README.md"
+        );
 
         let summary = json::read(&out.join("report.json")).unwrap();
         assert!(
@@ -86,11 +102,23 @@ fn published_runtime_reports_match_the_scenarios_the_pins_and_their_claims() {
         );
         for cell in &summary.cells {
             if cell.target == keyed {
-                assert_eq!(cell.verdict, chaos::Status::Pass, "{name}: {} x {keyed}", cell.scenario);
+                assert_eq!(
+                    cell.verdict,
+                    chaos::Status::Pass,
+                    "{name}: {} x {keyed}",
+                    cell.scenario
+                );
             }
             if cell.target == naive && cell.scenario == "three-charges" {
-                assert_eq!(cell.verdict, chaos::Status::Fail, "{name}: three-charges x {naive}");
-                assert_eq!(cell.effects_observed_max, 3, "{name}: three-charges x {naive}");
+                assert_eq!(
+                    cell.verdict,
+                    chaos::Status::Fail,
+                    "{name}: three-charges x {naive}"
+                );
+                assert_eq!(
+                    cell.effects_observed_max, 3,
+                    "{name}: three-charges x {naive}"
+                );
             }
         }
     }

@@ -93,6 +93,12 @@ impl Staged {
     pub(crate) fn problem(&self) -> Option<String> {
         self.desk.as_ref().and_then(|desk| desk.problem_text())
     }
+
+    /// Why the trial's calls did not all end (a run that never completed),
+    /// when the driver found out: the run is incomplete, and still judged.
+    pub(crate) fn incomplete(&self) -> Option<String> {
+        self.desk.as_ref().and_then(|desk| desk.incomplete_text())
+    }
 }
 
 impl CallerDriver {

@@ -95,6 +95,8 @@ pub(crate) enum Error {
     Agent(String),
     #[error("target '{target}' is an agent runtime whose model chaos plays, and the run was no trial of it: {why}")]
     Caller { target: String, why: String },
+    #[error("the agent runtime's run was cut short: {0}")]
+    RunNeverCompleted(String),
     #[error("the target did not come back after a restart: {0}")]
     NoRestart(Box<Error>),
     #[error("the target exited on its own during the run ({status}); the last lines of its stderr:\n{stderr}")]

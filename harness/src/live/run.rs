@@ -181,6 +181,11 @@ async fn drive(
         }
         .into());
     }
+    let error = error.or_else(|| {
+        staged
+            .incomplete()
+            .map(|why| Box::new(Error::RunNeverCompleted(why)))
+    });
     // Asked before the provider stops: a request still open there is this
     // trial's work going on after its answer (a held answer its SDK still
     // waits for, then retries), which would reach the next trial.

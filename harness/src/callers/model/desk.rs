@@ -48,8 +48,12 @@ pub(crate) struct Desk {
     /// Model requests answered, for ids.
     requests: AtomicU64,
     /// What made the run not a trial of the runtime (a request chaos could
-    /// not read, a tool the runtime never declared): the run's error.
+    /// not read, a tool the runtime never declared): the trial is not run.
     problems: Mutex<Vec<String>>,
+    /// Runs that never completed, however often the user retried: the run
+    /// is incomplete, and what did happen is still judged (a duplicate it
+    /// made fails it all the same).
+    incomplete: Mutex<Vec<String>>,
 }
 
 /// One call step of the scenario, as one run of the runtime.
@@ -114,6 +118,7 @@ impl Desk {
             attempts: roles.attempts,
             requests: AtomicU64::new(0),
             problems: Mutex::new(Vec::new()),
+            incomplete: Mutex::new(Vec::new()),
         }
     }
 
@@ -145,6 +150,21 @@ impl Desk {
                 self.api.base_url_setting()
             ));
         }
+    }
+
+    /// Step `index`'s run never completed in `tries` tries (a resume that
+    /// never finishes, a runtime that fails every run).
+    pub(crate) fn never_completed(&self, index: usize, tries: u32, last: &str) {
+        let run = lock(&self.steps)[index].run_id.clone();
+        lock(&self.incomplete).push(format!(
+            "run {run} never completed in {tries} tries (the last: {last})"
+        ));
+    }
+
+    /// Why the runs did not all complete, if they did not.
+    pub(crate) fn incomplete_text(&self) -> Option<String> {
+        let incomplete = lock(&self.incomplete);
+        (!incomplete.is_empty()).then(|| incomplete.join("; "))
     }
 
     /// Why the run was not a trial of the runtime, if it was not.

@@ -140,21 +140,30 @@ async fn run(model: Model, numbers: Vec<u32>, env: AgentEnv, desk: Arc<Desk>) {
         // Second approvals were refused at admission; the moment still
         // passes, for the faults that wait for it.
         let _ = env.nemesis.before_call(number);
-        let mut last = run_once(&model, &env, &desk, index).await;
+        let mut ran = run_once(&model, &env, &desk, index).await;
         env.nemesis.after_call(number);
         // The orchestrator died once the run was over and forgot it was:
         // the user runs it again.
         if let Some(restart_after) = env.nemesis.take_replay() {
             tokio::time::sleep(restart_after).await;
-            last = run_once(&model, &env, &desk, index).await;
+            ran = run_once(&model, &env, &desk, index).await;
         }
-        desk.close(index, &last);
+        if let Err(last) = &ran {
+            desk.never_completed(index, model.retries + 1, last);
+        }
+        desk.close(index, ran.as_ref().unwrap_or_else(|last| last));
     }
 }
 
 /// Starts step `index`'s run, and retries it while it fails, as a user
-/// retries an agent; how its last try ended, in words.
-async fn run_once(model: &Model, env: &AgentEnv, desk: &Desk, index: usize) -> String {
+/// retries an agent; how its last try ended, in words: `Err` when no try
+/// completed.
+async fn run_once(
+    model: &Model,
+    env: &AgentEnv,
+    desk: &Desk,
+    index: usize,
+) -> Result<String, String> {
     let (run_id, prompt) = desk.prompt(index);
     let body = json!({"run_id": run_id, "prompt": prompt}).to_string();
     let mut last = String::new();
@@ -166,11 +175,11 @@ async fn run_once(model: &Model, env: &AgentEnv, desk: &Desk, index: usize) -> S
             .header("content-type", "application/json");
         match env.http.call(&env.target, request, model.run_timeout).await {
             Ok(response) if response.status < 500 => {
-                return format!("POST {} answered {}", model.entry, response.status)
+                return Ok(format!("POST {} answered {}", model.entry, response.status))
             }
             Ok(response) => last = format!("POST {} answered {}", model.entry, response.status),
             Err(failure) => last = format!("POST {}: {failure}", model.entry),
         }
     }
-    last
+    Err(last)
 }
