@@ -1,6 +1,8 @@
 //! MCP servers under test (issue 23), live: chaos as the MCP client over
-//! Streamable HTTP, the reference MCP server (`targets/mcp-ledger`) as the
-//! target, chaos's provider as the payment API its tools charge.
+//! Streamable HTTP and over stdio, the reference MCP server
+//! (`targets/mcp-ledger`) and the Python example on the official SDKs
+//! (`examples/mcp-python`) as the targets, chaos's provider as the payment
+//! API their tools charge.
 //!
 //! Done when the naive server (a new downstream key per `tools/call`, its
 //! tools declared `idempotentHint: true`) fails the lost-response, worker
@@ -8,7 +10,7 @@
 //! `annotation-contradicted`, the correct one (the ledger behind `tools/call`)
 //! passes them all, and every fault is shown to have acted; and bad input
 //! (an unlisted tool, an `initialize` that never completes, an answer that
-//! is not JSON-RPC, an unsupported transport) is one clear message with its
+//! is not JSON-RPC, over either transport) is one clear message with its
 //! documented exit code.
 
 mod common;
@@ -19,6 +21,8 @@ use serde_json::Value;
 
 const CORRECT: &str = "targets/mcp-ledger/target.toml";
 const NAIVE: &str = "targets/mcp-ledger/naive.target.toml";
+const STDIO_CORRECT: &str = "targets/mcp-ledger/stdio.target.toml";
+const STDIO_NAIVE: &str = "targets/mcp-ledger/stdio-naive.target.toml";
 
 /// The top-level scenarios of the three families: a lost answer, a
 /// restarted worker, a re-plan. Admission decides which a target plays.
@@ -205,18 +209,188 @@ fn a_server_answering_text_instead_of_json_rpc_is_named_so() {
     );
 }
 
+// guards: issue 23 item "stdio": the same verdicts with chaos owning the
+// server's stdin and stdout, a restart re-initializing over the new pipes
 #[test]
-fn stdio_is_refused_with_what_to_do_instead() {
-    let output = common::chaos(&[
-        "run",
+fn over_stdio_the_naive_server_charges_again_and_the_correct_one_holds() {
+    let (code, stdout, stderr, naive, _) = run(STDIO_NAIVE, "mcp-stdio-naive");
+    common::assert_valid_report(&naive);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert_faults_acted(&naive);
+    for cell in cells(&naive) {
+        let scenario = cell["scenario"].as_str().unwrap();
+        assert_eq!(cell["verdict"], "fail", "{scenario}: {cell:#}");
+        let fired = checks(cell);
+        assert!(fired.contains(&"duplicate-effect"), "{scenario}: {fired:?}");
+        if scenario.starts_with("lost-response") || scenario.starts_with("worker-restart") {
+            assert!(
+                fired.contains(&"annotation-contradicted"),
+                "{scenario}: {fired:?}"
+            );
+        }
+    }
+    // The restarted server is a new process on new pipes, which answers
+    // nothing before its own initialize: the correct one's passing the
+    // restart (below) is the way in initializing it anew.
+    let (code, stdout, stderr, correct, _) = run(STDIO_CORRECT, "mcp-stdio-correct");
+    common::assert_valid_report(&correct);
+    assert_faults_acted(&correct);
+    for cell in cells(&correct) {
+        assert_eq!(
+            cell["verdict"], "pass",
+            "{}: {cell:#}\n{stderr}",
+            cell["scenario"]
+        );
+    }
+    assert_eq!(cells(&correct).len(), cells(&naive).len());
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+}
+
+#[test]
+fn a_stdio_server_that_never_completes_initialize_is_unknown_with_its_stderr() {
+    let (code, output) = run_fixture(
+        "silent-stdio.target.toml",
         "scenarios/lost-response-agent-hop.toml",
-        "--target",
-        fixture("stdio.target.toml").to_str().unwrap(),
-    ]);
-    let (_, stderr) = common::text(&output);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    );
+    assert_eq!(code, Some(3), "{output}");
     assert!(
-        stderr.contains("mcp.transport \"stdio\" is not supported by this chaos yet"),
-        "{stderr}"
+        output.contains("did not complete MCP initialize and tools/list over its stdin and stdout"),
+        "{output}"
+    );
+    assert!(
+        output.contains("mcp-silent-stdio: got a message, never answering it"),
+        "its stderr is quoted: {output}"
+    );
+}
+
+#[test]
+fn a_stdio_server_writing_text_to_stdout_is_named_so() {
+    let (code, output) = run_fixture(
+        "garbage-stdio.target.toml",
+        "scenarios/lost-response-agent-hop.toml",
+    );
+    assert_eq!(code, Some(3), "{output}");
+    assert!(
+        output.contains(
+            "initialize: the line on its stdout is not JSON-RPC: hello, this is not JSON-RPC"
+        ),
+        "{output}"
+    );
+}
+
+/// The Python example (`examples/mcp-python`): an MCP server on the official
+/// `mcp` SDK charging through the official `stripe` SDK at chaos's
+/// Stripe-shaped provider; its naive and correct modes.
+const PYTHON_CORRECT: &str = "examples/mcp-python/target.toml";
+const PYTHON_NAIVE: &str = "examples/mcp-python/naive.target.toml";
+
+/// A lost answer on the agent's hop, a restarted worker, re-plans: each a
+/// second tools/call of one operation. (`lost-response-keyed` loses the
+/// provider's answer, which the stripe SDK's own retry recovers under the
+/// same key in either mode: it proves nothing about the MCP server.)
+/// `replan-stall` is where the naive mode hides: Stripe's answer is held
+/// past the SDK's timeout, and the server finds the charge by Stripe's
+/// search and answers before the agent gives up, so no re-plan comes.
+const PYTHON_SCENARIOS: [&str; 5] = [
+    "scenarios/lost-response-agent-hop.toml",
+    "scenarios/worker-restart.toml",
+    "scenarios/replan-injected.toml",
+    "scenarios/replan-stall.toml",
+    "scenarios/replan-injected-crash-replay.toml",
+];
+
+// guards: issue 23's done-when for the Python example, live: the naive
+// server charges again on every second tools/call and contradicts its
+// idempotentHint, the correct one charges once
+#[test]
+fn the_python_mcp_example_charges_again_when_naive_and_once_when_correct() {
+    let dir = common::temp_dir("mcp-python");
+    let root = common::repo_root();
+    let (code, stdout, stderr, naive) =
+        common::run_live(&dir, &PYTHON_SCENARIOS, &root.join(PYTHON_NAIVE), "2", &[]);
+    common::assert_valid_report(&naive);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert_faults_acted(&naive);
+    let ran: Vec<&str> = cells(&naive)
+        .iter()
+        .filter_map(|cell| cell["scenario"].as_str())
+        .collect();
+    assert_eq!(ran.len(), PYTHON_SCENARIOS.len(), "{ran:?}\n{stdout}");
+    for cell in cells(&naive) {
+        let scenario = cell["scenario"].as_str().unwrap();
+        if scenario == "replan-stall" {
+            assert_eq!(
+                (
+                    cell["verdict"].as_str(),
+                    cell["effects_observed_max"].as_u64()
+                ),
+                (Some("pass"), Some(1)),
+                "{scenario}: {cell:#}"
+            );
+            continue;
+        }
+        assert_eq!(cell["verdict"], "fail", "{scenario}: {cell:#}");
+        let fired = checks(cell);
+        assert!(fired.contains(&"duplicate-effect"), "{scenario}: {fired:?}");
+        assert!(
+            cell["effects_observed_max"].as_u64().unwrap() >= 2,
+            "{scenario}: {cell:#}"
+        );
+        if scenario.starts_with("lost-response") || scenario.starts_with("worker-restart") {
+            assert!(
+                fired.contains(&"annotation-contradicted"),
+                "{scenario}: {fired:?}"
+            );
+        }
+        // The suite's tools are the server's create_charge, declared idempotent.
+        let declared = cell["declared_tools"].as_array().unwrap();
+        assert!(
+            declared
+                .iter()
+                .any(|tool| tool["mcp-tool"] == "create_charge" && tool["idempotent"] == true),
+            "{scenario}: {declared:?}"
+        );
+    }
+
+    let (code, stdout, stderr, correct) = common::run_live(
+        &dir,
+        &PYTHON_SCENARIOS,
+        &root.join(PYTHON_CORRECT),
+        "2",
+        &[],
+    );
+    common::assert_valid_report(&correct);
+    assert_faults_acted(&correct);
+    for cell in cells(&correct) {
+        assert_eq!(
+            (
+                cell["verdict"].as_str(),
+                cell["effects_observed_max"].as_u64()
+            ),
+            (Some("pass"), Some(1)),
+            "{}: {cell:#}\n{stdout}\n{stderr}",
+            cell["scenario"]
+        );
+    }
+    assert_eq!(cells(&correct).len(), PYTHON_SCENARIOS.len(), "{stdout}");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+}
+
+// guards: issue 23's bad input "a tool whose input schema rejects the
+// mapped arguments": refused before any call, with the schema's type
+#[test]
+fn a_template_the_tools_input_schema_rejects_is_named_with_the_schemas_type() {
+    let (code, output) = run_fixture(
+        "schema.target.toml",
+        "scenarios/lost-response-agent-hop.toml",
+    );
+    assert_eq!(code, Some(3), "{output}");
+    assert!(
+        output.contains("[mcp.tools.send_reminder] arguments.amount_cents renders text, and the input schema tool 'send_reminder' lists gives amount_cents the type \"integer\""),
+        "{output}"
+    );
+    assert!(
+        output.contains("Fix the target file's [mcp.tools.send_reminder]"),
+        "{output}"
     );
 }

@@ -16,7 +16,7 @@
 //! Only a tool the run called counts, and only hints the server declared
 //! (an absent hint promises nothing).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::view::RunView;
 use super::{Anchor, Check, Findings};
@@ -67,10 +67,23 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
                 .or_default() += 1;
         }
         let identical = calls.values().copied().max().unwrap_or(0);
-        // Effects of one payload: the same call's effect, more than once.
+        // Effects of one call's arguments: the same call's effect, more than
+        // once. Each effect counts under the arguments of the attempts in
+        // flight when it was committed, when they are all one: the payload
+        // the provider saw may carry what the server adds per call (a
+        // Stripe form with a key of its own in its metadata) and tells
+        // nothing about the arguments then. Otherwise, under its own payload.
         let mut same: BTreeMap<&str, usize> = BTreeMap::new();
         for effect in &operation.effects {
-            *same.entry(effect.payload_fingerprint.as_str()).or_default() += 1;
+            let during: BTreeSet<&str> = (operation.attempts.iter())
+                .filter(|attempt| attempt.spans(effect.at))
+                .map(|attempt| attempt.payload_fingerprint.as_str())
+                .collect();
+            let arguments = match during.len() {
+                1 => during.into_iter().next().unwrap_or_default(),
+                _ => effect.payload_fingerprint.as_str(),
+            };
+            *same.entry(arguments).or_default() += 1;
         }
         let repeated = same.values().copied().max().unwrap_or(0);
         if identical >= 2 && repeated >= 2 {
@@ -132,6 +145,27 @@ mod tests {
         );
         // The duplicate is found either way; the hint is what this adds.
         assert!(verdict.has(Check::DuplicateEffect));
+    }
+
+    /// The server sent each charge with a key of its own in the provider's
+    /// payload (a Stripe form's metadata): two payloads at the provider,
+    /// from one call's identical attempts.
+    #[test]
+    fn a_per_call_key_in_the_providers_payload_does_not_hide_the_contradiction() {
+        let verdict = Case::new(ONE_CALL)
+            .declared(vec![tool(Some(true), None)])
+            .commit(1, 3)
+            .provider_shaped("form-key-1")
+            .timeout(1, 1, 5)
+            .commit(1, 8)
+            .provider_shaped("form-key-2")
+            .answer(1, 7, 10, Outcome::Applied)
+            .judge();
+        assert!(
+            verdict.has(Check::AnnotationContradicted),
+            "{:?}",
+            verdict.findings
+        );
     }
 
     #[test]

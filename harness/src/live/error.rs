@@ -79,6 +79,12 @@ pub(crate) enum Error {
         addr: String,
     },
 
+    #[error("target '{target}' speaks over stdio, and chaos could not listen on {addr} for it: {source}")]
+    Bridge {
+        target: String,
+        addr: String,
+        source: io::Error,
+    },
     #[error("target '{target}' cannot be tested as its target file says: {why}")]
     Untestable { target: String, why: String },
     /// What its way in sets up before the process starts (a broker's queue)

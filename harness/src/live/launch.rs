@@ -45,6 +45,10 @@ pub(crate) struct Launch {
     /// stderr can be quoted when the process misbehaves.
     pub stdout: PathBuf,
     pub stderr: PathBuf,
+    /// Whether chaos speaks to it over its stdin and stdout (an MCP server
+    /// over stdio): they are piped to chaos instead, stdout still copied
+    /// to its log line by line ([`super::stdio`]).
+    pub stdio: bool,
 }
 
 impl Launch {
@@ -63,6 +67,9 @@ pub(crate) struct TargetProcess {
     /// finds a process that left the group ([`containment`]).
     mark: Option<PathBuf>,
     command: String,
+    /// The bridge to its stdin and stdout, when chaos speaks over them:
+    /// ended with the process, so its port is free for a restart's.
+    bridge: Option<super::stdio::Bridge>,
 }
 
 impl TargetProcess {
@@ -93,12 +100,17 @@ impl TargetProcess {
             PathBuf::from(program)
         };
         let mut command = Command::new(&program);
+        let (stdin, stdout) = if launch.stdio {
+            (Stdio::piped(), Stdio::piped())
+        } else {
+            (Stdio::null(), Stdio::from(open(&launch.stdout)?))
+        };
         command
             .args(&launch.command[1..])
             .current_dir(&workdir)
             .envs(launch.env.iter().map(|(name, value)| (name, value)))
-            .stdin(Stdio::null())
-            .stdout(open(&launch.stdout)?)
+            .stdin(stdin)
+            .stdout(stdout)
             .stderr(open(&launch.stderr)?)
             // Its own group: one signal ends it and everything it started.
             .process_group(0);
@@ -130,7 +142,19 @@ impl TargetProcess {
             ended: false,
             mark,
             command: launch.display(),
+            bridge: None,
         })
+    }
+
+    /// Its stdin and stdout, piped to chaos (a [`Launch::stdio`] process),
+    /// once; bridged to `addr` until it ends ([`super::stdio`]).
+    pub(crate) fn bridge(&mut self, addr: &str, log: &Path) -> std::io::Result<()> {
+        let (Some(stdin), Some(stdout)) = (self.child.stdin.take(), self.child.stdout.take())
+        else {
+            return Ok(());
+        };
+        self.bridge = Some(super::stdio::start(addr, stdin, stdout, log)?);
+        Ok(())
     }
 
     /// Its process group: the target and everything it started.
@@ -158,6 +182,7 @@ impl TargetProcess {
         // it is signalled even when the leader is already gone.
         let _ = killpg(Pid::from_raw(self.group), Signal::SIGKILL);
         let _ = self.child.wait();
+        self.bridge = None;
         groups().remove(&self.group);
         let strays = self
             .mark
@@ -258,6 +283,7 @@ mod tests {
             env: vec![("CHAOS_TEST_VALUE".into(), "41".into())],
             stdout: dir.join("stdout.log"),
             stderr: dir.join("stderr.log"),
+            stdio: false,
         }
     }
 

@@ -39,6 +39,7 @@ mod run;
 pub(crate) mod schedule;
 mod slot;
 mod start;
+mod stdio;
 mod watch;
 
 use std::collections::HashMap;

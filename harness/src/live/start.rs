@@ -40,6 +40,7 @@ pub(super) fn build(target: &TargetFile, cancel: &AtomicBool) -> Result<()> {
         env: Vec::new(),
         stdout: dir.path.join("build.out"),
         stderr: dir.path.join("build.err"),
+        stdio: false,
     };
     // A closed stderr is no reason to stop the build (issue 15).
     let _ = writeln!(
@@ -159,6 +160,7 @@ pub(super) fn launch(
         env,
         stdout: process_dir.join("stdout.log"),
         stderr: process_dir.join("stderr.log"),
+        stdio: target.way_in.stdio(),
     }
 }
 
@@ -180,6 +182,15 @@ pub(super) async fn start(
             why,
         })?;
     let mut process = TargetProcess::spawn(launch)?;
+    if launch.stdio {
+        process
+            .bridge(addr, &launch.stdout)
+            .map_err(|source| Error::Bridge {
+                target: target.name.clone(),
+                addr: addr.to_owned(),
+                source,
+            })?;
+    }
     let deadline = Instant::now() + target.ready_timeout;
     let probe = Client::new(Arc::new(TcpNetwork));
     loop {

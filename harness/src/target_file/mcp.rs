@@ -76,8 +76,12 @@ const IDENTITY_CHOICES: &str = "identity = \"nowhere\" (a plain MCP client), { a
 
 impl McpFile {
     fn validate(self, response: Option<ResponseMapping>) -> Result<Mcp, String> {
-        if let Transport::Stdio = self.transport {
-            return Err("mcp.transport \"stdio\" is not supported by this chaos yet: serve the MCP server over Streamable HTTP on {listen.addr} and write transport = \"streamable-http\"".into());
+        let transport = match self.transport {
+            Transport::StreamableHttp => crate::way_in::mcp::Transport::StreamableHttp,
+            Transport::Stdio => crate::way_in::mcp::Transport::Stdio,
+        };
+        if let (Transport::Stdio, Some(path)) = (self.transport, &self.path) {
+            return Err(format!("mcp.path '{path}' is where a Streamable HTTP server answers, and a stdio server has none: remove it"));
         }
         let path = match self.path {
             Some(path) if path.starts_with('/') => path,
@@ -160,6 +164,7 @@ impl McpFile {
             tools.insert(tool, ToolMapping { name, arguments });
         }
         Ok(Mcp::new(
+            transport,
             path,
             identity,
             tools,

@@ -801,6 +801,20 @@ command = ["python3", "server.py"]
         assert_eq!(mcp.tools["charge_card"].name, "create_charge");
         assert_eq!(mcp.response.outcome.as_deref(), Some("/status"));
         assert!(file.reads_its_own_outcomes());
+        // The authority grants the renamed tool by the server's name.
+        assert_eq!(
+            file.way_in.tool_names(),
+            &std::collections::BTreeMap::from([(
+                "charge_card".to_owned(),
+                "create_charge".to_owned()
+            )])
+        );
+        assert!(!file.way_in.stdio() && file.way_in.listens());
+        let stdio = parse(&format!(
+            "name = \"a\"\n{MINIMAL}[mcp]\ntransport = \"stdio\"\n"
+        ))
+        .unwrap();
+        assert!(stdio.way_in.stdio() && !stdio.way_in.listens());
     }
 
     #[test]
@@ -868,8 +882,8 @@ command = ["python3", "server.py"]
             ("[mcp]\n", "missing field `transport`"),
             ("[mcp]\ntransport = \"sse\"\n", "expected `streamable-http` or `stdio`"),
             (
-                "[mcp]\ntransport = \"stdio\"\n",
-                "not supported by this chaos yet: serve the MCP server over Streamable HTTP",
+                "[mcp]\ntransport = \"stdio\"\npath = \"/mcp\"\n",
+                "mcp.path '/mcp' is where a Streamable HTTP server answers, and a stdio server has none: remove it",
             ),
             ("[mcp]\ntransport = \"streamable-http\"\npath = \"mcp\"\n", "must start with '/'"),
             (

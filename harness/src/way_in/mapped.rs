@@ -357,6 +357,12 @@ impl Template {
             .collect()
     }
 
+    /// Whether it renders text: anything but one placeholder alone, which
+    /// keeps the argument's JSON type ([`Template::value`]).
+    pub(crate) fn is_text(&self) -> bool {
+        !matches!(self.0.as_slice(), [Piece::Placeholder(_)])
+    }
+
     /// A body field's value: a template that is one placeholder alone keeps
     /// the argument's JSON type (`"{amount_cents}"` stays a number).
     pub(super) fn value(&self, lookup: impl Fn(&str) -> Option<Value>) -> Value {

@@ -38,6 +38,8 @@ use crate::history::{Answer, DeclaredTool, McpSeen};
 /// The `[mcp]` table, read.
 #[derive(Debug, Clone)]
 pub(crate) struct Mcp {
+    /// How the server speaks MCP.
+    pub transport: Transport,
     /// Where the server answers MCP on its `{listen.addr}`.
     pub path: String,
     /// Where the call's identity (the operation id) goes.
@@ -46,6 +48,10 @@ pub(crate) struct Mcp {
     /// here is called by its own name with the arguments as the model wrote them.
     pub tools: BTreeMap<String, ToolMapping>,
     pub response: ResponseMapping,
+    /// Scenario tool -> the server's tool, for the tools `[mcp.tools]`
+    /// renames: the authority grants and lists them by the server's names,
+    /// as a server that checks its caller's scope knows only its own.
+    names: BTreeMap<String, String>,
     /// What the run learns from the servers: shared by every trial's copy.
     state: Arc<State>,
 }
@@ -53,12 +59,40 @@ pub(crate) struct Mcp {
 /// Config equality: the state is what the run learned, not the file.
 impl PartialEq for Mcp {
     fn eq(&self, other: &Mcp) -> bool {
-        (&self.path, &self.identity, &self.tools, &self.response)
-            == (&other.path, &other.identity, &other.tools, &other.response)
+        (
+            self.transport,
+            &self.path,
+            &self.identity,
+            &self.tools,
+            &self.response,
+        ) == (
+            other.transport,
+            &other.path,
+            &other.identity,
+            &other.tools,
+            &other.response,
+        )
     }
 }
 
 impl Eq for Mcp {}
+
+/// How the server speaks MCP (MCP 2025-11-25, "Transports").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Transport {
+    /// Streamable HTTP on its `{listen.addr}`.
+    StreamableHttp,
+    /// Its stdin and stdout, one JSON-RPC message per line: chaos pipes
+    /// them to a bridge of its own on the target's `{listen.addr}`
+    /// (`live/stdio.rs`), so every attempt still goes over the trial's
+    /// HTTP client and meets the agent's faults unchanged.
+    Stdio,
+}
+
+/// The `_meta` key under which a call to a stdio server carries what an
+/// HTTP one gets as headers: chaos's identities of the attempt and the
+/// caller's `authorization`, by their header names.
+pub(crate) const STDIO_HEADERS_META: &str = "chaos/headers";
 
 /// Where the operation id of a call goes. MCP has no place for it: the
 /// proposal for one (SEP-3182, an `idempotencyKey` field of `tools/call`'s
@@ -132,16 +166,23 @@ impl Mcp {
         "an MCP server over Streamable HTTP: chaos is the client, each attempt a tools/call ([mcp] in its target file; live only)";
 
     pub(crate) fn new(
+        transport: Transport,
         path: String,
         identity: IdentityPlace,
         tools: BTreeMap<String, ToolMapping>,
         response: ResponseMapping,
     ) -> Mcp {
+        let names = (tools.iter())
+            .filter(|(tool, mapping)| **tool != mapping.name)
+            .map(|(tool, mapping)| (tool.clone(), mapping.name.clone()))
+            .collect();
         Mcp {
+            transport,
             path,
             identity,
             tools,
             response,
+            names,
             state: Arc::default(),
         }
     }
@@ -329,7 +370,7 @@ impl Mcp {
             .filter(|name| !listed.contains_key(*name))
             .collect();
         if missing.is_empty() {
-            return Ok(());
+            return self.check_templates(&listed);
         }
         Err(format!(
             "[mcp.tools] maps to {}, which the server does not list; it lists {}. Fix the tool names in the target file's [mcp.tools]",
@@ -340,6 +381,64 @@ impl Mcp {
                 quoted(listed.keys().map(String::as_str))
             }
         ))
+    }
+
+    /// Why the input schema the server lists for the tool rejects the
+    /// arguments of `params` (a `tools/call`'s), when it does: the
+    /// `[mcp.tools]` templates, or the scenario's arguments, do not fit the
+    /// tool. A schema that does not compile is the server's to fix, and
+    /// checks nothing here.
+    fn schema_rejects(&self, tool: &str, params: &Value) -> Option<String> {
+        let name = self.tool_name(tool);
+        let schema = {
+            let listed = lock(&self.state.listed);
+            Value::Object((*listed.get(name)?.input_schema).clone())
+        };
+        let validator = jsonschema::validator_for(&schema).ok()?;
+        let arguments = params.get("arguments").cloned().unwrap_or(json!({}));
+        let error = validator.validate(&arguments).err()?;
+        let at = error.instance_path().to_string();
+        Some(format!(
+            "the input schema tool '{name}' lists rejects the arguments chaos would send for {tool}: {error}{}; their values: {}. Fix the templates in the target file's [mcp.tools.{tool}] arguments (they were not sent)",
+            if at.is_empty() { String::new() } else { format!(" (at {at})") },
+            first_line(&arguments.to_string())
+        ))
+    }
+
+    /// Whether each argument template fits the type the tool's input schema
+    /// gives the argument: a template that renders text where the schema
+    /// takes no string is refused before any call (each call would be).
+    fn check_templates(&self, listed: &BTreeMap<String, Tool>) -> Result<(), String> {
+        for (tool, mapping) in &self.tools {
+            let (Some(templates), Some(listed)) = (&mapping.arguments, listed.get(&mapping.name))
+            else {
+                continue;
+            };
+            let properties = listed
+                .input_schema
+                .get("properties")
+                .and_then(Value::as_object);
+            for (name, _) in templates.iter().filter(|(_, template)| template.is_text()) {
+                let Some(kind) = properties
+                    .and_then(|properties| properties.get(name))
+                    .and_then(|property| property.get("type"))
+                else {
+                    continue;
+                };
+                let takes_text = match kind {
+                    Value::String(kind) => kind == "string",
+                    Value::Array(kinds) => kinds.iter().any(|kind| kind == "string"),
+                    _ => true,
+                };
+                if !takes_text {
+                    return Err(format!(
+                        "[mcp.tools.{tool}] arguments.{name} renders text, and the input schema tool '{}' lists gives {name} the type {kind}: make the template one placeholder alone (\"{{amount_cents}}\" keeps the argument's type) or map another argument. Fix the target file's [mcp.tools.{tool}]",
+                        mapping.name
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Tells the server chaos gave up on request `id` (MCP's own cancel).
@@ -377,9 +476,42 @@ impl Mcp {
                 Err(Handshake::Refused(why)) => return Ok(unknown(200, why)),
             };
             let id = self.id();
+            let mut params = self.call_params(outgoing.values);
+            if self.transport == Transport::Stdio {
+                // No headers on a pipe: what they carry goes in `_meta`.
+                let mut headers = serde_json::Map::new();
+                for (name, value) in outgoing.identities {
+                    headers.insert(name.to_ascii_lowercase(), Value::from(*value));
+                }
+                headers.insert(
+                    "authorization".into(),
+                    format!("Bearer {}", outgoing.values.token).into(),
+                );
+                let meta = params
+                    .as_object_mut()
+                    .map(|params| params.entry("_meta").or_insert_with(|| json!({})));
+                if let Some(Value::Object(meta)) = meta {
+                    meta.insert(STDIO_HEADERS_META.into(), Value::Object(headers));
+                }
+            }
+            if let Some(why) = self.schema_rejects(outgoing.values.tool, &params) {
+                // Not sent: a call the server must refuse tests nothing.
+                return Ok(Reply {
+                    answer: Answer {
+                        status: 0,
+                        outcome: Outcome::Unknown,
+                        receipt: None,
+                        disclosed_result: false,
+                        records: Vec::new(),
+                        reason: None,
+                        unread: Some(why),
+                    },
+                    retry_after: None,
+                });
+            }
             let body = json!({
                 "jsonrpc": "2.0", "id": id, "method": "tools/call",
-                "params": self.call_params(outgoing.values),
+                "params": params,
             });
             let mut request = self.request(&body, Some(&session));
             for (name, value) in outgoing.headers {
@@ -495,6 +627,10 @@ impl Mcp {
 }
 
 impl Way for Mcp {
+    fn tool_names(&self) -> &BTreeMap<String, String> {
+        &self.names
+    }
+
     fn reads_its_own_outcomes(&self) -> bool {
         self.response.outcome.is_some()
     }
@@ -580,10 +716,24 @@ impl Way for Mcp {
     }
 
     fn readiness(&self, addr: &str) -> String {
-        format!(
-            "complete MCP initialize and tools/list at http://{addr}{}",
-            self.path
-        )
+        match self.transport {
+            Transport::StreamableHttp => format!(
+                "complete MCP initialize and tools/list at http://{addr}{}",
+                self.path
+            ),
+            Transport::Stdio => {
+                "complete MCP initialize and tools/list over its stdin and stdout".to_owned()
+            }
+        }
+    }
+
+    fn stdio(&self) -> bool {
+        self.transport == Transport::Stdio
+    }
+
+    fn listens(&self) -> bool {
+        // Over stdio, chaos's bridge holds the port, not the server.
+        self.transport == Transport::StreamableHttp
     }
 
     fn seen(&self, called: &BTreeSet<String>, attempts: &BTreeSet<&str>) -> Option<McpSeen> {
@@ -614,11 +764,21 @@ enum Read {
     Unreadable(String),
 }
 
+/// The header chaos's stdio bridge marks its answers with: the body is a
+/// line the server wrote to its stdout.
+pub(crate) const STDIO_LINE: &str = "x-chaos-stdio-line";
+
 /// The JSON-RPC response to request `id` in an answer: a JSON body, or an
 /// SSE stream (`text/event-stream`) whose events carry JSON-RPC messages,
 /// of which the one with our id is the response (others are the server's
 /// notifications and requests, which chaos does not take up).
 fn read_message(response: &Response, id: u64) -> Read {
+    // chaos's stdio bridge answers with the line the server wrote.
+    let from = if response.header_value(STDIO_LINE).is_some() {
+        "the line on its stdout".to_owned()
+    } else {
+        format!("the answer (status {})", response.status)
+    };
     if response.status >= 400 && response.body.is_empty() {
         return Read::Unreadable(format!(
             "the server answered status {} with no body",
@@ -639,8 +799,7 @@ fn read_message(response: &Response, id: u64) -> Read {
             Ok(message) => vec![message],
             Err(_) => {
                 return Read::Unreadable(format!(
-                    "the answer (status {}) is not JSON-RPC: {}",
-                    response.status,
+                    "{from} is not JSON-RPC: {}",
                     first_line(&String::from_utf8_lossy(&response.body))
                 ))
             }
@@ -656,10 +815,7 @@ fn read_message(response: &Response, id: u64) -> Read {
             .filter_map(|message| message.get("id").map(Value::to_string))
             .collect();
         return Read::Unreadable(if others.is_empty() {
-            format!(
-                "the answer (status {}) holds no response to request {id}",
-                response.status
-            )
+            format!("{from} holds no response to request {id}")
         } else {
             format!(
                 "the server answered request id {} and never request {id}: a result for an id it was never sent",
@@ -772,6 +928,7 @@ mod tests {
 
     fn mcp(identity: IdentityPlace) -> Mcp {
         Mcp::new(
+            Transport::StreamableHttp,
             "/mcp".into(),
             identity,
             BTreeMap::from([(
@@ -834,6 +991,30 @@ mod tests {
             mcp(IdentityPlace::Nowhere).call_params(&other),
             json!({"name": "send_reminder", "arguments": {"invoice": "inv-1", "amount_cents": 4999}})
         );
+    }
+
+    #[test]
+    fn a_renamed_tool_goes_to_the_authority_by_the_servers_name() {
+        let mut renamed = mcp(IdentityPlace::Nowhere);
+        assert_eq!(
+            Way::tool_names(&renamed),
+            &BTreeMap::from([("charge_card".to_owned(), "create_charge".to_owned())])
+        );
+        // A tool mapped to its own name renames nothing.
+        renamed = Mcp::new(
+            Transport::StreamableHttp,
+            "/mcp".into(),
+            IdentityPlace::Nowhere,
+            BTreeMap::from([(
+                "send_reminder".to_owned(),
+                ToolMapping {
+                    name: "send_reminder".into(),
+                    arguments: None,
+                },
+            )]),
+            ResponseMapping::default(),
+        );
+        assert!(Way::tool_names(&renamed).is_empty());
     }
 
     fn answer(body: Value) -> Answer {

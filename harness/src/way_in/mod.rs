@@ -169,6 +169,12 @@ pub(crate) trait Way: Send + Sync {
     fn listens(&self) -> bool {
         true
     }
+    /// Whether chaos speaks to the target over its stdin and stdout (an MCP
+    /// server over stdio): the launch pipes them to a bridge chaos runs on
+    /// the target's `{listen.addr}` (`live/stdio.rs`).
+    fn stdio(&self) -> bool {
+        false
+    }
     /// Whether answers are read through a `[response]` mapping's own
     /// outcome values rather than chaos's outcome names.
     fn reads_its_own_outcomes(&self) -> bool {
@@ -323,6 +329,10 @@ impl WayIn {
 
     pub(crate) fn listens(&self) -> bool {
         self.unit().listens()
+    }
+
+    pub(crate) fn stdio(&self) -> bool {
+        self.unit().stdio()
     }
 
     pub(crate) fn seen(

@@ -20,6 +20,11 @@
 //!
 //! The answer is chaos's answer body (`outcome`, `receipt`, `result`) as the
 //! tool's `structuredContent`.
+//!
+//! `--stdio` serves MCP over its stdin and stdout instead (one JSON-RPC
+//! message per line), listening nowhere: the caller's token and the run's
+//! structure, which HTTP requests carry as headers, come under the
+//! `chaos/headers` key of each call's `_meta` (docs/target-protocol.md §1.4).
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,6 +56,9 @@ use tower_service::Service as _;
 
 /// The `_meta` key the correct variant reads the caller's operation id from.
 const META_KEY: &str = "chaos/idempotency-key";
+
+/// The `_meta` key a stdio call carries its would-be HTTP headers under.
+const HEADERS_META: &str = "chaos/headers";
 
 /// The tools it serves: the suite's, each with whether repeating it with the
 /// same arguments is (declared) harmless.
@@ -86,8 +94,8 @@ struct Server {
 }
 
 fn main() -> std::process::ExitCode {
-    let variant = match variant_flag() {
-        Ok(variant) => variant,
+    let (variant, stdio) = match flags() {
+        Ok(flags) => flags,
         Err(message) => {
             eprintln!("mcp-ledger: {message}");
             return std::process::ExitCode::from(2);
@@ -122,26 +130,44 @@ fn main() -> std::process::ExitCode {
                     .map_or(0, |since| since.as_nanos()),
             },
         };
-        serve(env.listen().await?, Server { variant }).await?;
+        let server = Server { variant };
+        if stdio {
+            use rmcp::ServiceExt as _;
+            // Its stdin and stdout are the transport: nothing else may be
+            // written to stdout.
+            let running = server
+                .serve((tokio::io::stdin(), tokio::io::stdout()))
+                .await?;
+            running.waiting().await?;
+            return Ok(());
+        }
+        serve(env.listen().await?, server).await?;
         Ok(())
     })
 }
 
-/// `--variant NAME` or `MCP_LEDGER_VARIANT`; `naive` when neither.
-fn variant_flag() -> Result<&'static str, String> {
+const USAGE: &str = "usage: mcp-ledger [--variant naive|correct] [--stdio]";
+
+/// `--variant NAME` (or `MCP_LEDGER_VARIANT`; `naive` when neither) and
+/// whether `--stdio` was given.
+fn flags() -> Result<(&'static str, bool), String> {
     let mut args = std::env::args().skip(1);
-    let named = match (args.next().as_deref(), args.next()) {
-        (None, _) => std::env::var("MCP_LEDGER_VARIANT").unwrap_or_else(|_| "naive".into()),
-        (Some("--variant"), Some(name)) => name,
-        (Some(other), _) => {
-            return Err(format!(
-                "unknown argument '{other}'; usage: mcp-ledger [--variant naive|correct]"
-            ))
+    let mut named = std::env::var("MCP_LEDGER_VARIANT").unwrap_or_else(|_| "naive".into());
+    let mut stdio = false;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--stdio" => stdio = true,
+            "--variant" => {
+                named = args
+                    .next()
+                    .ok_or_else(|| format!("--variant needs a name; {USAGE}"))?;
+            }
+            other => return Err(format!("unknown argument '{other}'; {USAGE}")),
         }
-    };
+    }
     match named.as_str() {
-        "naive" => Ok("naive"),
-        "correct" => Ok("correct"),
+        "naive" => Ok(("naive", stdio)),
+        "correct" => Ok(("correct", stdio)),
         other => Err(format!(
             "unknown variant '{other}'; choose naive or correct"
         )),
@@ -254,11 +280,33 @@ impl ServerHandler for Server {
         // The HTTP request that carried the call: its headers hold the
         // caller's bearer token and the run's structure.
         let parts = context.extensions.get::<http::request::Parts>();
+        let metas = || {
+            (request.meta.as_ref().map(|meta| &meta.0 .0))
+                .into_iter()
+                .chain(std::iter::once(&context.meta.0 .0))
+        };
+        // Over stdio there are no HTTP headers: the caller put them in `_meta`.
+        let headers: Vec<(String, String)> = match parts {
+            Some(parts) => (parts.headers.iter())
+                .filter_map(|(name, value)| {
+                    Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
+                })
+                .collect(),
+            None => metas()
+                .find_map(|meta| meta.get(HEADERS_META).and_then(Value::as_object))
+                .map(|headers| {
+                    (headers.iter())
+                        .filter_map(|(name, value)| {
+                            Some((name.clone(), value.as_str()?.to_owned()))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
         let header = |name: &str| {
-            parts
-                .and_then(|parts| parts.headers.get(name))
-                .and_then(|value| value.to_str().ok())
-                .map(str::to_owned)
+            (headers.iter())
+                .find(|(key, _)| key.eq_ignore_ascii_case(name))
+                .map(|(_, value)| value.clone())
         };
         let body = Bytes::from(serde_json::to_vec(&arguments).unwrap_or_default());
         let answer = match &self.variant {
@@ -273,17 +321,10 @@ impl ServerHandler for Server {
             Variant::Correct(ledger) => {
                 let mut http = Request::post(format!("/tools/{tool}"), body)
                     .header("content-type", "application/json");
-                if let Some(parts) = parts {
-                    for (name, value) in &parts.headers {
-                        if let Ok(value) = value.to_str() {
-                            http = http.header(name.as_str(), value);
-                        }
-                    }
+                for (name, value) in &headers {
+                    http = http.header(name.as_str(), value.as_str());
                 }
-                let meta = (request.meta.as_ref().map(|meta| &meta.0 .0))
-                    .into_iter()
-                    .chain(std::iter::once(&context.meta.0 .0))
-                    .find_map(|meta| meta.get(META_KEY).and_then(Value::as_str));
+                let meta = metas().find_map(|meta| meta.get(META_KEY).and_then(Value::as_str));
                 if let Some(key) = meta {
                     http = http.header(IDEMPOTENCY_KEY, key);
                 }
