@@ -25,25 +25,7 @@ const JETSTREAM_NAIVE: &str = "examples/jetstream-consumer/naive.target.toml";
 const CELERY_INBOX: &str = "examples/celery-worker/target.toml";
 const CELERY_NAIVE: &str = "examples/celery-worker/naive.target.toml";
 
-fn setup(example: &str) {
-    let setup = common::repo_root().join(example).join("setup");
-    let output = Command::new(&setup)
-        .output()
-        .unwrap_or_else(|error| panic!("{} did not start: {error}", setup.display()));
-    assert!(
-        output.status.success(),
-        "{} failed: {}",
-        setup.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-fn target(relative: &str) -> Target {
-    setup(Path::new(relative).parent().unwrap().to_str().unwrap());
-    let path = common::repo_root().join(relative);
-    chaos::resolve(path.to_str().unwrap(), Path::new("unused"))
-        .unwrap_or_else(|error| panic!("{error}"))
-}
+use common::{example_target as target, setup_example as setup};
 
 /// Every `scenarios/queue/*.toml`, with the paths a user would write.
 fn queue_scenarios() -> Vec<Scenario> {

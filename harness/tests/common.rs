@@ -309,3 +309,31 @@ impl HttpRequest {
         self.headers.get(name).cloned().unwrap_or_default()
     }
 }
+
+/// Runs an example's `setup` (its exact pins, installed once): the tests
+/// that start it need it, and a clean machine has none.
+pub fn setup_example(folder: &str) {
+    let setup = repo_root().join(folder).join("setup");
+    let output = Command::new(&setup)
+        .output()
+        .unwrap_or_else(|error| panic!("{} did not start: {error}", setup.display()));
+    assert!(
+        output.status.success(),
+        "{} failed: {}",
+        setup.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// The live target file at `path`, resolved as `--target` would.
+pub fn live_target(path: &Path) -> Target {
+    chaos::resolve(path.to_str().unwrap(), Path::new("unused"))
+        .unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// The target file at `relative` (from the repository's root) of an
+/// example, its `setup` run first.
+pub fn example_target(relative: &str) -> Target {
+    setup_example(Path::new(relative).parent().unwrap().to_str().unwrap());
+    live_target(&repo_root().join(relative))
+}

@@ -12,7 +12,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use chaos::report::Summary;
 use chaos::{Check, Scenario, Status, Target};
@@ -32,24 +31,15 @@ const NAIVE_COUNTS: [(&str, u32); 8] = [
 ];
 
 fn setup() {
-    let setup = common::repo_root().join("examples/sdk-agent/setup");
-    let output = Command::new(&setup).output().expect("setup runs");
-    assert!(
-        output.status.success(),
-        "{} failed: {}",
-        setup.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    common::setup_example("examples/sdk-agent");
 }
 
 fn target_at(path: &Path) -> Target {
-    chaos::resolve(path.to_str().unwrap(), Path::new("unused"))
-        .unwrap_or_else(|error| panic!("{error}"))
+    common::live_target(path)
 }
 
 fn example(file: &str) -> Target {
-    setup();
-    target_at(&common::repo_root().join("examples/sdk-agent").join(file))
+    common::example_target(&format!("examples/sdk-agent/{file}"))
 }
 
 /// A target file of the example's own process with `extra` lines, written

@@ -13,11 +13,8 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
-
 use chaos::report::Summary;
-use chaos::{Check, Scenario, Status, Target};
+use chaos::{Check, Scenario, Status};
 
 /// (naive, keyed) target files, one pair per runtime and wire format.
 const RUNTIMES: &[(&str, &str)] = &[
@@ -44,25 +41,7 @@ const RUNTIMES: &[(&str, &str)] = &[
 /// and the run retried.
 const NAIVE_COUNTS: &[(&str, u32)] = &[("three-charges", 3), ("worker-restart", 2)];
 
-fn setup(example: &str) {
-    let setup = common::repo_root().join(example).join("setup");
-    let output = Command::new(&setup)
-        .output()
-        .unwrap_or_else(|error| panic!("{} did not start: {error}", setup.display()));
-    assert!(
-        output.status.success(),
-        "{} failed: {}",
-        setup.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-fn target(relative: &str) -> Target {
-    setup(Path::new(relative).parent().unwrap().to_str().unwrap());
-    let path = common::repo_root().join(relative);
-    chaos::resolve(path.to_str().unwrap(), Path::new("unused"))
-        .unwrap_or_else(|error| panic!("{error}"))
-}
+use common::example_target as target;
 
 /// The README's sweep: three-charges, every replan-*, worker-restart, with
 /// the paths a user would write.

@@ -11,8 +11,6 @@
 
 mod common;
 
-use std::path::Path;
-
 use chaos::report::Summary;
 use chaos::{Check, Scenario, Status, Target};
 
@@ -35,9 +33,7 @@ const BLIND: [&str; 4] = [
 ];
 
 fn target(relative: &str) -> Target {
-    let path = common::repo_root().join(relative);
-    chaos::resolve(path.to_str().unwrap(), Path::new("unused"))
-        .unwrap_or_else(|error| panic!("{error}"))
+    common::live_target(&common::repo_root().join(relative))
 }
 
 /// Every `scenarios/smtp/*.toml`, with the paths a user would write.

@@ -22,7 +22,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use chaos_kit::http;
 use tokio::sync::watch;
 
 use crate::plan::Trial;
@@ -75,6 +74,23 @@ pub(crate) trait Caller: Send + Sync {
     fn admit(&self, _trial: &Trial<'_>) -> Result<(), String> {
         Ok(())
     }
+    /// Serves what the driver needs for `trial` on `listener` until
+    /// `stopped` changes (the trial is over). Nothing, unless it serves
+    /// something (the model's endpoint).
+    fn stage(
+        &self,
+        _trial: &Trial<'_>,
+        _env: &AgentEnv,
+        _listener: tokio::net::TcpListener,
+        _stopped: watch::Receiver<()>,
+    ) -> Staged {
+        Staged::default()
+    }
+    /// The wire format of the model it plays (`{model.api}` in `[env]`);
+    /// empty unless it plays one.
+    fn model_api(&self) -> &'static str {
+        ""
+    }
     /// The trial's calls, made against `env`, to their end. Every wait is
     /// bounded, so this always ends.
     fn call(&self, trial: &Trial<'_>, env: AgentEnv, staged: &Staged) -> Calling;
@@ -84,7 +100,7 @@ pub(crate) trait Caller: Send + Sync {
 /// model's desk, served on the trial's model port, when it plays the model.
 #[derive(Default)]
 pub(crate) struct Staged {
-    desk: Option<Arc<model::desk::Desk>>,
+    pub(crate) desk: Option<Arc<model::desk::Desk>>,
 }
 
 impl Staged {
@@ -102,46 +118,22 @@ impl Staged {
 }
 
 impl CallerDriver {
-    /// The wire format chaos's model speaks to this target, when it plays
-    /// one (`{model.api}` in `[env]`); empty otherwise.
     pub(crate) fn model_api(&self) -> &'static str {
-        match self {
-            CallerDriver::Model(model) => model.api.name(),
-            CallerDriver::Agent(_) => "",
-        }
+        self.unit().model_api()
     }
 
     pub(crate) fn admit(&self, trial: &Trial<'_>) -> Result<(), String> {
         self.unit().admit(trial)
     }
 
-    /// Serves what the driver needs for `trial` on `listener` until
-    /// `stopped` changes (the trial is over): the model's endpoint, when it
-    /// plays the model; nothing otherwise.
     pub(crate) fn stage(
         &self,
         trial: &Trial<'_>,
         env: &AgentEnv,
         listener: tokio::net::TcpListener,
-        mut stopped: watch::Receiver<()>,
+        stopped: watch::Receiver<()>,
     ) -> Staged {
-        let CallerDriver::Model(model) = self else {
-            return Staged::default();
-        };
-        let desk = model.desk(trial, env);
-        let handler = {
-            let desk = desk.clone();
-            http::handler(move |request| desk.clone().handle(request))
-        };
-        tokio::spawn(http::serve(
-            listener,
-            async move {
-                // Completes when the sender is dropped: the trial is over.
-                while stopped.changed().await.is_ok() {}
-            },
-            handler,
-        ));
-        Staged { desk: Some(desk) }
+        self.unit().stage(trial, env, listener, stopped)
     }
 
     pub(crate) fn call(&self, trial: &Trial<'_>, env: AgentEnv, staged: &Staged) -> Calling {

@@ -19,12 +19,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chaos_kit::http::Request;
+use chaos_kit::http::{self, Request};
 use serde_json::json;
+use tokio::sync::watch;
 
 use self::desk::Desk;
 use self::wire::Api;
-use super::{Caller, Calling};
+use super::{Caller, Calling, Staged};
 use crate::fault::{Action, Event, Fault, Trigger};
 use crate::plan::Trial;
 use crate::roles::agent::AgentEnv;
@@ -60,7 +61,34 @@ impl Caller for Model {
         trial.scenario.faults.iter().try_for_each(admit_fault)
     }
 
-    fn call(&self, trial: &Trial<'_>, env: AgentEnv, staged: &super::Staged) -> Calling {
+    fn stage(
+        &self,
+        trial: &Trial<'_>,
+        env: &AgentEnv,
+        listener: tokio::net::TcpListener,
+        mut stopped: watch::Receiver<()>,
+    ) -> Staged {
+        let desk = self.desk(trial, env);
+        let handler = {
+            let desk = desk.clone();
+            http::handler(move |request| desk.clone().handle(request))
+        };
+        tokio::spawn(http::serve(
+            listener,
+            async move {
+                // Completes when the sender is dropped: the trial is over.
+                while stopped.changed().await.is_ok() {}
+            },
+            handler,
+        ));
+        Staged { desk: Some(desk) }
+    }
+
+    fn model_api(&self) -> &'static str {
+        self.api.name()
+    }
+
+    fn call(&self, trial: &Trial<'_>, env: AgentEnv, staged: &Staged) -> Calling {
         let Some(desk) = staged.desk.clone() else {
             // Staged by the live driver only; the simulator never selects
             // this driver (its targets are chaos's own).
@@ -73,7 +101,7 @@ impl Caller for Model {
 
 impl Model {
     /// The desk for `trial`: what answers the runtime's model requests.
-    pub(crate) fn desk(&self, trial: &Trial<'_>, env: &AgentEnv) -> Arc<Desk> {
+    fn desk(&self, trial: &Trial<'_>, env: &AgentEnv) -> Arc<Desk> {
         Arc::new(Desk::new(
             self.api,
             self.tools.clone(),

@@ -8,7 +8,7 @@
 use chaos_kit::http::Response;
 use serde_json::{json, Value};
 
-use super::{model_name, sse, text_of, Asked, ToolResult, Turn};
+use super::{declared_tools, model_name, sse, text_of, Asked, ToolResult, Turn};
 
 pub(super) const NAME: &str = "anthropic";
 pub(super) const PATH: &str = "/messages";
@@ -19,15 +19,7 @@ pub(super) fn read(body: &Value) -> Result<Asked, String> {
         .get("messages")
         .and_then(Value::as_array)
         .ok_or("a Messages request has a `messages` array, and this one has none")?;
-    let mut asked = Asked {
-        stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
-        model: body
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .into(),
-        ..Asked::default()
-    };
+    let mut asked = Asked::of_request(body);
     if let Some(system) = body.get("system") {
         asked.text.push_str(&text_of(system));
         asked.text.push('\n');
@@ -64,14 +56,7 @@ pub(super) fn read(body: &Value) -> Result<Asked, String> {
             }
         }
     }
-    asked.tools = body
-        .get("tools")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|tool| tool.get("name").and_then(Value::as_str))
-        .map(str::to_owned)
-        .collect();
+    asked.tools = declared_tools(body, |tool| tool.get("name").and_then(Value::as_str));
     Ok(asked)
 }
 

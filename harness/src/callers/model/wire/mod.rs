@@ -148,6 +148,35 @@ pub(crate) struct Emitted {
     pub arguments: Value,
 }
 
+impl Asked {
+    /// What every format's request says the same way: whether it asks for
+    /// a stream, and the model it names.
+    pub(super) fn of_request(body: &Value) -> Asked {
+        Asked {
+            stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
+            model: body
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into(),
+            ..Asked::default()
+        }
+    }
+}
+
+/// The names of the tools a request declares (`tools[]`), as `name` reads
+/// each entry in the format's own shape.
+pub(super) fn declared_tools(body: &Value, name: impl Fn(&Value) -> Option<&str>) -> Vec<String> {
+    (body
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten())
+    .filter_map(name)
+    .map(str::to_owned)
+    .collect()
+}
+
 /// A text that is a string, or a list of content blocks whose `text` parts
 /// are joined: every format allows both.
 pub(super) fn text_of(content: &Value) -> String {

@@ -7,7 +7,7 @@
 use chaos_kit::http::Response;
 use serde_json::{json, Value};
 
-use super::{model_name, sse, text_of, Asked, Emitted, ToolResult, Turn};
+use super::{declared_tools, model_name, sse, text_of, Asked, Emitted, ToolResult, Turn};
 
 pub(super) const NAME: &str = "openai-chat";
 pub(super) const PATH: &str = "/chat/completions";
@@ -18,15 +18,7 @@ pub(super) fn read(body: &Value) -> Result<Asked, String> {
         .get("messages")
         .and_then(Value::as_array)
         .ok_or("a Chat Completions request has a `messages` array, and this one has none")?;
-    let mut asked = Asked {
-        stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
-        model: body
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .into(),
-        ..Asked::default()
-    };
+    let mut asked = Asked::of_request(body);
     for message in messages {
         let content = message.get("content").unwrap_or(&Value::Null);
         match message.get("role").and_then(Value::as_str).unwrap_or("") {
@@ -61,14 +53,9 @@ pub(super) fn read(body: &Value) -> Result<Asked, String> {
             _ => {}
         }
     }
-    asked.tools = body
-        .get("tools")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|tool| tool.pointer("/function/name").and_then(Value::as_str))
-        .map(str::to_owned)
-        .collect();
+    asked.tools = declared_tools(body, |tool| {
+        tool.pointer("/function/name").and_then(Value::as_str)
+    });
     Ok(asked)
 }
 

@@ -8,22 +8,14 @@
 use chaos_kit::http::Response;
 use serde_json::{json, Value};
 
-use super::{model_name, sse, text_of, Asked, ToolResult, Turn};
+use super::{declared_tools, model_name, sse, text_of, Asked, ToolResult, Turn};
 
 pub(super) const NAME: &str = "openai-responses";
 pub(super) const PATH: &str = "/responses";
 pub(super) const BASE_URL_SETTING: &str = "OPENAI_BASE_URL = \"{model.url}/v1\"";
 
 pub(super) fn read(body: &Value) -> Result<Asked, String> {
-    let mut asked = Asked {
-        stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
-        model: body
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .into(),
-        ..Asked::default()
-    };
+    let mut asked = Asked::of_request(body);
     if let Some(instructions) = body.get("instructions").and_then(Value::as_str) {
         asked.text.push_str(instructions);
         asked.text.push('\n');
@@ -65,15 +57,11 @@ pub(super) fn read(body: &Value) -> Result<Asked, String> {
                 .into(),
         ),
     }
-    asked.tools = body
-        .get("tools")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|tool| tool.get("type").and_then(Value::as_str) == Some("function"))
-        .filter_map(|tool| tool.get("name").and_then(Value::as_str))
-        .map(str::to_owned)
-        .collect();
+    asked.tools = declared_tools(body, |tool| {
+        (tool.get("type").and_then(Value::as_str) == Some("function"))
+            .then(|| tool.get("name").and_then(Value::as_str))
+            .flatten()
+    });
     Ok(asked)
 }
 
