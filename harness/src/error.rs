@@ -48,6 +48,10 @@ pub enum Error {
     /// the signal.
     #[error("interrupted ({0}): nothing was written")]
     Interrupted(&'static str),
+    /// A live target chaos could not start or ask outside a run
+    /// (`init-target --mcp`): the reason, with its stderr tail.
+    #[error("{0}")]
+    TargetNotReady(String),
 }
 
 impl Error {
@@ -62,6 +66,7 @@ impl Error {
             | Error::Unwritable { .. } => Exit::BadInput,
             Error::Write { .. } => Exit::ReportsNotWritten,
             Error::Interrupted(_) => Exit::Interrupted,
+            Error::TargetNotReady(_) => Exit::Unknown,
         }
     }
 }

@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
+pub(crate) mod mcp;
+
 /// What the folder says about how to build and start the service.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Detected {
@@ -379,6 +381,20 @@ pub(crate) fn write(
     out: Option<PathBuf>,
     force: bool,
 ) -> Result<(PathBuf, Detected), String> {
+    let out = destination(dir, out, force)?;
+    let detected = detect(dir);
+    put(&out, &render(&detected), force)?;
+    Ok((out, detected))
+}
+
+/// Where the file goes, checked before anything is started or detected:
+/// `dir` is a folder, `out` (default `dir/target.toml`) is no symbolic link
+/// and, unless `force`, nothing is there yet.
+pub(crate) fn destination(
+    dir: &Path,
+    out: Option<PathBuf>,
+    force: bool,
+) -> Result<PathBuf, String> {
     if !dir.is_dir() {
         return Err(format!(
             "{} is not a folder; name the service's folder, e.g. chaos init-target .",
@@ -405,21 +421,23 @@ pub(crate) fn write(
             out.display()
         ));
     }
-    let detected = detect(dir);
-    let text = render(&detected);
+    Ok(out)
+}
+
+/// Writes `text` to `out`, checked by [`destination`].
+pub(crate) fn put(out: &Path, text: &str, force: bool) -> Result<(), String> {
     let written = if force {
         // Replaced whole, by a rename that replaces a link itself, never its target.
-        crate::fs::write_atomically(&out, text.as_bytes()).map(drop)
+        crate::fs::write_atomically(out, text.as_bytes()).map(drop)
     } else {
         // `create_new` fails on anything already there, a link planted since included.
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(&out)
+            .open(out)
             .and_then(|mut file| std::io::Write::write_all(&mut file, text.as_bytes()))
     };
-    written.map_err(|error| format!("failed to write {}: {error}", out.display()))?;
-    Ok((out, detected))
+    written.map_err(|error| format!("failed to write {}: {error}", out.display()))
 }
 
 #[cfg(test)]

@@ -8,18 +8,21 @@
 //! line of the target file to write. A user reaches a first green or red in
 //! seconds, before the whole suite.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use chaos_kit::http::CallFailure;
 use chaos_kit::protocol::Outcome;
 
 use crate::check::Status;
-use crate::history::{Attempt, AttemptEnd, Disposition, RunOutput};
+use crate::history::{Attempt, AttemptEnd, DeclaredTool, Disposition, RunOutput};
 use crate::plan::Timing;
-use crate::scenario::Scenario;
+use crate::scenario::{builtin, Policy, Scenario};
 use crate::target::Target;
 use crate::trial::{self, Judged};
+use crate::way_in::WayIn;
 
 /// One kind of call the probe makes: a first call of the operation, and
 /// what comes after it.
@@ -31,6 +34,9 @@ struct Step {
     /// The scenario's test family and description.
     test: &'static str,
     description: &'static str,
+    /// The first call's own lines (its expectation, or how it is decided
+    /// again), as scenario TOML.
+    first: &'static str,
     /// The second call, if any, and the fault, as scenario TOML.
     then: &'static str,
 }
@@ -42,6 +48,8 @@ enum Kind {
     IdenticalRetry,
     ChangedPayload,
     RevokedCaller,
+    /// The model decides the same step again: a new tool call, same intent.
+    Replan,
 }
 
 const STEPS: [Step; 4] = [
@@ -51,6 +59,7 @@ const STEPS: [Step; 4] = [
         expects: "applied, one effect at the provider, dispatched with a key",
         test: "lost-response",
         description: "one call, nothing goes wrong",
+        first: APPLIED,
         then: "",
     },
     Step {
@@ -59,6 +68,7 @@ const STEPS: [Step; 4] = [
         expects: "replayed: the stored result, no second effect",
         test: "changed-payload",
         description: "the same call again, same key, same arguments",
+        first: APPLIED,
         then: "[[call]]\noperation = \"reminder\"\nexpect = [\"replayed\"]\n",
     },
     Step {
@@ -67,6 +77,7 @@ const STEPS: [Step; 4] = [
         expects: "conflict: the key was used with other arguments, nothing done",
         test: "changed-payload",
         description: "the same key with a different recipient",
+        first: APPLIED,
         then:
             "[[call]]\noperation = \"reminder\"\npayload = \"changed\"\nexpect = [\"conflict\"]\n",
     },
@@ -76,26 +87,66 @@ const STEPS: [Step; 4] = [
         expects: "denied: no dispatch and no stored result for a caller who lost access",
         test: "revoked-permission",
         description: "the caller's token is revoked, then the call is retried",
+        first: APPLIED,
         then: "[[call]]\noperation = \"reminder\"\nexpect = [\"denied\"]\n\
                [[fault]]\nkind = \"revoke\"\ngrant = \"token\"\nafter-call = 1\n",
     },
 ];
 
+const APPLIED: &str = "expect = [\"applied\"]\n";
+
+/// An MCP server's steps, for each tool its file maps: what a plain MCP
+/// client's retry and a model deciding again do to the effects behind it.
+const MCP_STEPS: [Step; 3] = [
+    Step {
+        name: "a first call",
+        expects: "applied, one effect at the provider",
+        ..STEPS[0]
+    },
+    Step {
+        name: "an identical retry",
+        expects: "its stored result (replayed or applied), no second effect",
+        first: APPLIED,
+        then: "[[call]]\noperation = \"reminder\"\nexpect = [\"replayed\", \"applied\"]\n",
+        ..STEPS[1]
+    },
+    Step {
+        kind: Kind::Replan,
+        name: "a re-plan",
+        expects: "the first result for the same intent, no second effect",
+        test: "re-plan",
+        description: "applied and answered, then the model decides the step again: a new tool call",
+        first: "attempts = 4\nidentity = \"replan\"\n",
+        then: "[[fault]]\nkind = \"replan\"\nnth = 1\ntimes = 1\n",
+    },
+];
+
 impl Step {
-    /// The step as a scenario file, against a `blind` provider (a mail
-    /// server deduplicates nothing) or, as every other, Stripe's `keyed`
-    /// with a day's retention.
-    fn scenario(&self, blind: bool) -> String {
+    /// The step as a scenario file calling `tool` (the suite's default when
+    /// `None`), against a `blind` provider (a mail server deduplicates
+    /// nothing) or, as every other, Stripe's `keyed` with a day's retention.
+    fn scenario(&self, blind: bool, tool: Option<&str>) -> String {
         let provider = if blind {
             "profile = \"blind\""
         } else {
             "profile = \"keyed\"\nretention = \"24h\""
         };
+        // The tool is called as the suite calls it: a charge carries its
+        // memo, a notification its note.
+        let workload = match tool {
+            Some(tool) => match suite_free_text(tool) {
+                Some(field) => {
+                    format!("[workload]\ntool = \"{tool}\"\nfree-text-field = \"{field}\"\n")
+                }
+                None => format!("[workload]\ntool = \"{tool}\"\n"),
+            },
+            None => String::new(),
+        };
         format!(
-            "test = \"{}\"\ndescription = \"probe: {}\"\n[provider]\n{provider}\n\
-             [[call]]\noperation = \"reminder\"\nexpect = [\"applied\"]\n{}\
+            "test = \"{}\"\ndescription = \"probe: {}\"\n[provider]\n{provider}\n{workload}\
+             [[call]]\noperation = \"reminder\"\n{}{}\
              [expect]\neffects-per-operation = 1\n",
-            self.test, self.description, self.then
+            self.test, self.description, self.first, self.then
         )
     }
 }
@@ -104,6 +155,9 @@ impl Step {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepReport {
     pub name: &'static str,
+    /// The suite's tool the step called, when the probe goes tool by tool
+    /// (an MCP server's).
+    pub tool: Option<String>,
     pub expects: &'static str,
     pub status: Status,
     /// What the target did, one line each.
@@ -116,6 +170,12 @@ pub struct StepReport {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeReport {
     pub target: String,
+    /// Reached over MCP: the steps go tool by tool.
+    pub mcp: bool,
+    /// What the MCP server declared of each tool probed.
+    pub declared: Vec<DeclaredTool>,
+    /// Tools the file maps that the probe leaves to `chaos run`, with why.
+    pub not_probed: Vec<String>,
     pub steps: Vec<StepReport>,
     /// The service's slowest answer against the agent's budget, and the
     /// `[agent]` lines to write when the budget is too short for it.
@@ -203,13 +263,47 @@ impl ProbeReport {
         }
     }
 
+    /// `tool charge_card -> create_charge: declares idempotentHint: true`.
+    fn tool_line(&self, tool: &str) -> String {
+        match self.declared.iter().find(|declared| declared.tool == tool) {
+            Some(declared) => {
+                let hints = declared.hints();
+                format!(
+                    "tool {tool} -> {}: {}",
+                    declared.mcp_tool,
+                    if hints.is_empty() {
+                        "declares no hints".to_owned()
+                    } else {
+                        format!("declares {hints}")
+                    }
+                )
+            }
+            None => format!("tool {tool}"),
+        }
+    }
+
     /// The report as the terminal shows it.
     pub fn render(&self) -> String {
-        let mut text = format!(
-            "probe of target '{}': four calls, one seed each\n",
-            self.target
-        );
+        let mut text = if self.mcp {
+            format!(
+                "probe of MCP server '{}': per tool, a first call, an identical retry and a re-plan, one seed each\n",
+                self.target
+            )
+        } else {
+            format!(
+                "probe of target '{}': four calls, one seed each\n",
+                self.target
+            )
+        };
+        let mut tool = None;
         for step in &self.steps {
+            if step.tool.is_some() && step.tool != tool {
+                tool = step.tool.clone();
+                text.push_str(&format!(
+                    "\n{}\n",
+                    self.tool_line(tool.as_deref().unwrap_or(""))
+                ));
+            }
             let mark = match step.status {
                 Status::Pass => "ok  ",
                 Status::Fail => "FAIL",
@@ -225,6 +319,12 @@ impl ProbeReport {
             for hint in &step.hints {
                 text.push_str(&format!("     hint: {hint}\n"));
             }
+        }
+        if !self.not_probed.is_empty() {
+            text.push('\n');
+        }
+        for line in &self.not_probed {
+            text.push_str(&format!("{line}\n"));
         }
         if !self.patience.is_empty() {
             text.push('\n');
@@ -242,36 +342,115 @@ impl ProbeReport {
     }
 }
 
-/// The parsed step scenarios, in order.
-fn scenarios(blind: bool) -> Vec<Scenario> {
-    STEPS
-        .iter()
-        .map(|step| {
-            let path = format!("probe/{}.toml", step.name.replace(' ', "-"));
-            Scenario::parse(std::path::Path::new(&path), &step.scenario(blind))
-                .unwrap_or_else(|error| panic!("the probe's own scenario: {error}"))
-        })
-        .collect()
+/// How the built-in suite calls each tool: its free-text field, and
+/// whether every call of it is its own effect in every scenario that calls
+/// it (`policy = "allow"`).
+fn suite_workloads() -> &'static BTreeMap<String, (Option<String>, bool)> {
+    static WORKLOADS: OnceLock<BTreeMap<String, (Option<String>, bool)>> = OnceLock::new();
+    WORKLOADS.get_or_init(|| {
+        let mut workloads = BTreeMap::new();
+        for (path, text) in builtin::suite() {
+            let Ok(scenario) = Scenario::parse(std::path::Path::new(path), text) else {
+                continue;
+            };
+            let workload = &scenario.workload;
+            let entry = workloads
+                .entry(workload.tool.clone())
+                .or_insert((None, true));
+            if entry.0.is_none() {
+                entry.0 = workload.free_text_field.clone();
+            }
+            entry.1 &= workload.policy == Policy::Allow;
+        }
+        workloads
+    })
+}
+
+fn suite_free_text(tool: &str) -> Option<&'static str> {
+    suite_workloads().get(tool)?.0.as_deref()
+}
+
+/// The steps to take, in order, each with its scenario: the four calls of
+/// an HTTP target, or an MCP server's three per tool its file maps (the
+/// suite's default tool when it maps none).
+fn plan(target: &Target, blind: bool) -> Vec<(&'static Step, Option<String>, Scenario)> {
+    let mcp_tools = match target {
+        Target::Live { file, .. } => match &file.way_in {
+            WayIn::Mcp(mcp) => Some(mcp.mapped_tools()),
+            _ => None,
+        },
+        Target::Sim(_) => None,
+    };
+    let parse = |step: &'static Step, tool: Option<String>| {
+        let path = format!("probe/{}.toml", step.name.replace(' ', "-"));
+        let text = step.scenario(blind, tool.as_deref());
+        // The tool names come from the target file; a name a scenario
+        // cannot carry is skipped rather than probed under another name.
+        Scenario::parse(std::path::Path::new(&path), &text)
+            .ok()
+            .map(|scenario| (step, tool, scenario))
+    };
+    match mcp_tools {
+        None => STEPS.iter().filter_map(|step| parse(step, None)).collect(),
+        Some(tools) if tools.is_empty() => MCP_STEPS
+            .iter()
+            .filter_map(|step| parse(step, None))
+            .collect(),
+        Some(tools) => tools
+            .into_iter()
+            // A tool every call of which is its own effect is not held to
+            // one effect per intent: `chaos run` judges it by its policy.
+            .filter(|tool| {
+                suite_workloads()
+                    .get(tool)
+                    .is_none_or(|(_, allowed)| !allowed)
+            })
+            .flat_map(|tool| MCP_STEPS.iter().map(move |step| (step, tool.clone())))
+            .filter_map(|(step, tool)| parse(step, Some(tool)))
+            .collect(),
+    }
 }
 
 /// Probes `target`; `None` when cancelled.
 pub fn probe(target: &Target, cancel: &AtomicBool) -> Option<ProbeReport> {
     let blind = matches!(target, Target::Live { file, .. } if file.provider_api.blind_only());
-    let scenarios = scenarios(blind);
+    let plan = plan(target, blind);
+    let not_probed = match target {
+        Target::Live { file, .. } => match &file.way_in {
+            WayIn::Mcp(mcp) => (mcp.mapped_tools().into_iter())
+                .filter(|tool| suite_workloads().get(tool).is_some_and(|(_, allowed)| *allowed))
+                .map(|tool| format!("tool {tool}: not probed: in the suite every call of it is its own effect (policy \"allow\"); chaos run judges it by that policy"))
+                .collect(),
+            _ => Vec::new(),
+        },
+        Target::Sim(_) => Vec::new(),
+    };
     let driver = target.driver(false, crate::sweep::Payloads::Redacted);
     let mut steps = Vec::new();
     let mut slowest = Slowest::default();
-    for (step, scenario) in STEPS.iter().zip(&scenarios) {
+    let mut declared: Vec<DeclaredTool> = Vec::new();
+    for (step, tool, scenario) in &plan {
         let judged = trial::admit_and_judge(driver.as_ref(), scenario, 0, cancel)?;
         if let Some(run) = &judged.run {
             Slowest::of(run, &mut slowest);
+            for seen in run.history.mcp.iter().flat_map(|seen| &seen.tools) {
+                if !declared.contains(seen) {
+                    declared.push(seen.clone());
+                }
+            }
         }
-        steps.push(read(step, &judged, target));
+        let mut report = read(step, &judged, target);
+        report.tool = tool.clone();
+        steps.push(report);
     }
     let timing = driver.agent_timing();
     driver.finished();
+    let mcp = matches!(target, Target::Live { file, .. } if matches!(file.way_in, WayIn::Mcp(_)));
     Some(ProbeReport {
         target: target.name().to_owned(),
+        mcp,
+        declared,
+        not_probed,
         steps,
         patience: timing.map_or_else(Vec::new, |timing| patience(slowest, &timing)),
     })
@@ -291,14 +470,16 @@ fn read(step: &Step, judged: &Judged<'_>, target: &Target) -> StepReport {
             });
         return StepReport {
             name: step.name,
+            tool: None,
             expects: step.expects,
             status: verdict.status,
             observed: vec![format!("not run: {why}")],
             hints,
         };
     };
+    let mcp = matches!(target, Target::Live { file, .. } if matches!(file.way_in, WayIn::Mcp(_)));
     for (number, attempt) in run.history.attempts.iter().enumerate() {
-        observed.push(format!("call {}: {}", number + 1, describe(attempt)));
+        observed.push(format!("call {}: {}", number + 1, describe(attempt, mcp)));
     }
     observe_downstream(run, target, &mut observed);
     if verdict.status != Status::Pass {
@@ -306,10 +487,15 @@ fn read(step: &Step, judged: &Judged<'_>, target: &Target) -> StepReport {
             observed.push(format!("{}: {}", finding.check, finding.message));
         }
         let tool = &judged.trial.scenario.workload.tool;
-        hint(step, run, target, tool, &mut hints);
+        if mcp {
+            hint_mcp(step, run, &mut hints);
+        } else {
+            hint(step, run, target, tool, &mut hints);
+        }
     }
     StepReport {
         name: step.name,
+        tool: None,
         expects: step.expects,
         status: verdict.status,
         observed,
@@ -317,10 +503,14 @@ fn read(step: &Step, judged: &Judged<'_>, target: &Target) -> StepReport {
     }
 }
 
-fn describe(attempt: &Attempt) -> String {
+fn describe(attempt: &Attempt, mcp: bool) -> String {
     match attempt.answer() {
         Some(answer) => {
-            let mut line = format!("HTTP {} read as {}", answer.status, answer.outcome);
+            let mut line = if mcp {
+                format!("tools/call read as {}", answer.outcome)
+            } else {
+                format!("HTTP {} read as {}", answer.status, answer.outcome)
+            };
             if let Some(receipt) = &answer.receipt {
                 line.push_str(&format!(", receipt {receipt}"));
             }
@@ -438,6 +628,45 @@ fn hint(step: &Step, run: &RunOutput, target: &Target, tool: &str, hints: &mut V
             _ => hints.push(unmapped("\"not authorized\"", "denied")),
         },
         _ => {}
+    }
+}
+
+/// How to fix an MCP server, where the answers show it. A plain MCP client
+/// sends no identity, so a retry and a re-plan are new `tools/call`s to the
+/// server: only what the call repeats can key its effect.
+fn hint_mcp(step: &Step, run: &RunOutput, hints: &mut Vec<String>) {
+    let attempts = &run.history.attempts;
+    let effects = new_effects(&run.ledger.dispatches);
+    if run.ledger.dispatches.is_empty()
+        && attempts
+            .iter()
+            .any(|a| a.answer().is_some_and(|a| a.outcome == Outcome::Applied))
+    {
+        hints.push("it answered applied, but nothing reached chaos's provider: point the server's downstream at it in [env] ({provider.url}, or {provider.host} and {provider.port} for mail)".into());
+    }
+    let declared_idempotent = (run.history.mcp.iter())
+        .flat_map(|seen| &seen.tools)
+        .find(|tool| tool.idempotent == Some(true));
+    if effects > 1 {
+        let why = match step.kind {
+            Kind::Replan => "the model decided the step again (a new tool call for the same intent) and the server made a second effect: key the effect by what stays the same across a re-plan (the run and step chaos sends as X-Run-Id and X-Step-Id, or the intent's own arguments), not by the tool call's id",
+            _ => "the retried tools/call made a second effect: to the server a plain client's retry is a new call. Key the effect by what the retry repeats (the arguments, or the run and step chaos sends as X-Run-Id and X-Step-Id), or take an idempotency key and name it in [mcp] identity",
+        };
+        hints.push(why.into());
+        if let Some(tool) = declared_idempotent {
+            hints.push(format!(
+                "it declares {} idempotentHint: true, which this contradicts (annotation-contradicted): a client that trusts the hint retries it freely",
+                tool.mcp_tool
+            ));
+        }
+    }
+    let Some(last) = attempts.last().and_then(Attempt::answer) else {
+        return;
+    };
+    if let Some(why) = &last.unread {
+        hints.push(format!("the last result could not be read: {why}; point [response] outcome at the field of its structuredContent (or text JSON) that names it, and map its values in [response.outcomes]"));
+    } else if step.kind == Kind::FirstCall && last.outcome != Outcome::Applied {
+        hints.push(format!("the first call was read as {}: if the server means done by it, point [response] outcome at the field that says so and map the value to \"applied\" in [response.outcomes]", last.outcome));
     }
 }
 
@@ -600,18 +829,36 @@ mod tests {
 
     #[test]
     fn the_steps_scenarios_parse() {
+        let parse = |step: &Step, blind, tool: Option<&str>| {
+            Scenario::parse(
+                std::path::Path::new("probe/step.toml"),
+                &step.scenario(blind, tool),
+            )
+            .unwrap_or_else(|error| panic!("{}: {error}", step.name))
+        };
         for blind in [false, true] {
-            let parsed = scenarios(blind);
-            assert_eq!(parsed.len(), STEPS.len());
-            let profile = parsed[0].provider.profile;
-            assert_eq!(profile.as_str(), if blind { "blind" } else { "keyed" });
+            for step in &STEPS {
+                let parsed = parse(step, blind, None);
+                let profile = parsed.provider.profile;
+                assert_eq!(profile.as_str(), if blind { "blind" } else { "keyed" });
+            }
+            for step in &MCP_STEPS {
+                for tool in ["send_reminder", "charge_card"] {
+                    let parsed = parse(step, blind, Some(tool));
+                    assert_eq!(parsed.workload.tool, tool);
+                }
+            }
         }
+        // The re-plan step re-plans: its scenario has the fault.
+        let replan = parse(&MCP_STEPS[2], false, Some("charge_card"));
+        assert_eq!(replan.faults.len(), 1);
     }
 
     #[test]
     fn a_failure_dominates_an_unknown() {
         let step = |status| StepReport {
             name: "s",
+            tool: None,
             expects: "e",
             status,
             observed: vec![],
@@ -619,6 +866,9 @@ mod tests {
         };
         let report = ProbeReport {
             target: "t".into(),
+            mcp: false,
+            declared: vec![],
+            not_probed: vec![],
             steps: vec![
                 step(Status::Unknown),
                 step(Status::Fail),
@@ -629,6 +879,9 @@ mod tests {
         assert_eq!(report.status(), Status::Fail);
         let report = ProbeReport {
             target: "t".into(),
+            mcp: false,
+            declared: vec![],
+            not_probed: vec![],
             steps: vec![step(Status::Pass), step(Status::Unknown)],
             patience: vec![],
         };

@@ -33,6 +33,7 @@ mod containment;
 mod effects;
 mod error;
 mod launch;
+pub(crate) mod listing;
 mod net;
 mod redact;
 mod run;

@@ -604,6 +604,17 @@ impl Mcp {
             .interpret(&Response::new(200).body(Bytes::from(body)))
     }
 
+    /// The suite's tools the file maps (`[mcp.tools]`), sorted.
+    pub(crate) fn mapped_tools(&self) -> Vec<String> {
+        self.tools.keys().cloned().collect()
+    }
+
+    /// Every tool the server listed at its last handshake, by name: what
+    /// `chaos init-target --mcp` writes a target file from.
+    pub(crate) fn listed(&self) -> Vec<Tool> {
+        lock(&self.state.listed).values().cloned().collect()
+    }
+
     /// What the server declared of the tools `called` (scenario tools).
     fn declared(&self, called: &BTreeSet<String>) -> Vec<DeclaredTool> {
         let listed = lock(&self.state.listed);
