@@ -23,6 +23,10 @@
 // the message it acts on (X-Chaos-Delivery: JetStream's delivery count) and
 // which message it is (X-Chaos-Message: the message's x-attempt-id header).
 //
+// CONSUMER_ACKS=never makes it a worker that acts and then never settles the
+// message (no answer, no ack: a worker stuck after its effect), to show what
+// chaos reads of such a message on the broker (docs/brokers.md).
+//
 // chaos starts it with CHAOS_BROKER_URL, CHAOS_BROKER_QUEUE (the stream),
 // CHAOS_BROKER_CONSUMER and CHAOS_PROVIDER_URL (docs/brokers.md).
 "use strict";
@@ -36,10 +40,15 @@ const PROVIDER_URL = process.env.CHAOS_PROVIDER_URL.replace(/\/$/, "");
 const MODE = process.env.CONSUMER_MODE || "naive";
 const DATABASE_URL = process.env.DATABASE_URL || "postgresql://postgres@127.0.0.1:5432/test";
 const TIMEOUT_MS = Number(process.env.PROVIDER_TIMEOUT_MS || "5000");
+const ACKS = process.env.CONSUMER_ACKS || "always";
 const codec = StringCodec();
 
 if (MODE !== "naive" && MODE !== "inbox") {
   console.error(`CONSUMER_MODE=${MODE}: choose naive or inbox`);
+  process.exit(2);
+}
+if (ACKS !== "always" && ACKS !== "never") {
+  console.error(`CONSUMER_ACKS=${ACKS}: choose always or never`);
   process.exit(2);
 }
 
@@ -96,6 +105,26 @@ async function handle(db, m) {
   return [outcome, receipt];
 }
 
+// Why the message cannot be a charge, or null: it is validated before
+// anything is done, as a worker fed by other services' messages must.
+function malformed(text) {
+  let fields;
+  try {
+    fields = JSON.parse(text);
+  } catch {
+    return "not JSON";
+  }
+  if (fields === null || typeof fields !== "object" || Array.isArray(fields)) {
+    return "not a JSON object";
+  }
+  // JSON.parse reads 4999.0 as 4999: the text itself must be a whole number.
+  const amount = /"amount_cents"\s*:\s*([^,}\s]+)/.exec(text);
+  if (amount && !/^-?[0-9]+$/.test(amount[1])) {
+    return `amount_cents is ${amount[1]}, not a whole number of cents`;
+  }
+  return null;
+}
+
 async function main() {
   let db = null;
   if (MODE === "inbox") {
@@ -112,14 +141,18 @@ async function main() {
   for await (const m of messages) {
     // Not awaited: the next message is taken while this one is worked on.
     (async () => {
-      try {
-        JSON.parse(codec.decode(m.data));
-      } catch {
-        // Malformed: never retried, never answered as done.
+      const why = malformed(codec.decode(m.data));
+      if (why) {
+        // Malformed: terminated (JetStream never delivers it again), never
+        // answered as done; a nak would bring it straight back in a loop.
+        console.error(`rejected a malformed message: ${why}`);
         m.term();
         return;
       }
       const [outcome, receipt] = await handle(db, m);
+      // Stuck after the effect: the message stays unacked, and JetStream
+      // delivers it again each AckWait.
+      if (ACKS === "never") return;
       if (outcome === "requeue") {
         // JetStream delivers it again at once.
         m.nak();

@@ -25,6 +25,10 @@ for the first; a quorum queue counts the others in x-delivery-count) and
 which message it is (X-Chaos-Message: the message's x-attempt-id header),
 which chaos shows in a duplicate-effect finding.
 
+CONSUMER_ACKS=never makes it a worker that acts and then never settles the
+message (no answer, no ack: a worker stuck after its effect), to show what
+chaos reads of such a message on the broker (docs/brokers.md).
+
 chaos starts it with CHAOS_BROKER_URL, CHAOS_BROKER_QUEUE and
 CHAOS_PROVIDER_URL (docs/brokers.md).
 """
@@ -43,9 +47,12 @@ PROVIDER_URL = os.environ["CHAOS_PROVIDER_URL"].rstrip("/")
 MODE = os.environ.get("CONSUMER_MODE", "naive")
 DATABASE_URL = os.environ.get("DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 TIMEOUT = int(os.environ.get("PROVIDER_TIMEOUT_MS", "5000")) / 1000
+ACKS = os.environ.get("CONSUMER_ACKS", "always")
 
 if MODE not in ("naive", "inbox"):
     sys.exit(f"CONSUMER_MODE={MODE!r}: choose naive or inbox")
+if ACKS not in ("always", "never"):
+    sys.exit(f"CONSUMER_ACKS={ACKS!r}: choose always or never")
 
 db = None
 if MODE == "inbox":
@@ -122,14 +129,34 @@ def handle(properties, body, redelivered):
     return outcome, receipt
 
 
-def on_message(channel, method, properties, body):
+def malformed(body):
+    """Why the message cannot be a charge, or None: it is validated before
+    anything is done, as a worker fed by other services' messages must."""
     try:
-        json.loads(body)
+        fields = json.loads(body)
     except ValueError:
-        # Malformed: never retried, never answered as done.
+        return "not JSON"
+    if not isinstance(fields, dict):
+        return "not a JSON object"
+    amount = fields.get("amount_cents")
+    if amount is not None and (isinstance(amount, bool) or not isinstance(amount, int)):
+        return f"amount_cents is {amount!r}, not a whole number of cents"
+    return None
+
+
+def on_message(channel, method, properties, body):
+    why = malformed(body)
+    if why is not None:
+        # Malformed: rejected without requeue (a dead-letter queue takes it,
+        # if the queue has one), never retried, never answered as done;
+        # requeued, it would come straight back and loop.
+        print(f"rejected a malformed message: {why}", file=sys.stderr)
         channel.basic_reject(method.delivery_tag, requeue=False)
         return
     outcome, receipt = handle(properties, body, method.redelivered)
+    if ACKS == "never":
+        # Stuck after the effect: the message stays with this worker, unacked.
+        return
     if outcome == "requeue":
         # Delivered again by the broker, to this worker or another.
         channel.basic_nack(method.delivery_tag, requeue=True)

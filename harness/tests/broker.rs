@@ -376,8 +376,25 @@ fn all_streams() -> Vec<String> {
 /// A target file for `example`'s naive worker named `name`, with `extra`
 /// lines in its `[broker]` table.
 fn naive_file(dir: &Path, example: &str, name: &str, extra: &str) -> std::path::PathBuf {
-    let base = std::fs::read_to_string(common::repo_root().join(example).join("naive.target.toml"))
-        .unwrap();
+    variant_file(
+        dir,
+        example,
+        "naive.target.toml",
+        name,
+        &[("[broker]", extra)],
+    )
+}
+
+/// A copy of `example`'s target file `base` named `name`, with lines added
+/// at the top of the tables named (`("[env]", "X = \"1\"")`).
+fn variant_file(
+    dir: &Path,
+    example: &str,
+    base: &str,
+    name: &str,
+    extra: &[(&str, &str)],
+) -> std::path::PathBuf {
+    let base = std::fs::read_to_string(common::repo_root().join(example).join(base)).unwrap();
     let workdir = common::repo_root().join(example);
     let mut text = String::new();
     for line in base.lines() {
@@ -389,9 +406,11 @@ fn naive_file(dir: &Path, example: &str, name: &str, extra: &str) -> std::path::
         } else {
             text.push_str(line);
             text.push('\n');
-            if line == "[broker]" && !extra.is_empty() {
-                text.push_str(extra);
-                text.push('\n');
+            for (table, lines) in extra {
+                if line == *table && !lines.is_empty() {
+                    text.push_str(lines);
+                    text.push('\n');
+                }
             }
         }
     }
@@ -534,4 +553,154 @@ fn a_queue_that_does_not_exist_is_exit_3_naming_it() {
         assert!(all.contains(missing), "{all}");
         assert!(all.contains("create = true"), "{all}");
     }
+}
+
+// guards: issue 25's bad input "a consumer that never acks (bounded; the
+// cell says the message is still unacked)": a worker that charges and then
+// neither answers nor acks leaves the cell unknown (exit 3), and its reason,
+// in every report format, is the broker's own view of the message: which
+// one (the attempt that published it), how often it was delivered, how
+// long ago it was published; read on RabbitMQ over AMQP once the consumer
+// stopped (the broker put it back, redelivered, x-delivery-count), on
+// JetStream from the consumer's info (num_ack_pending, num_redelivered)
+#[test]
+fn a_consumer_that_never_acks_is_unknown_and_the_cell_names_the_unacked_message() {
+    setup("examples/rabbitmq-consumer");
+    setup("examples/jetstream-consumer");
+    let dir = common::temp_dir("broker-never-acks");
+    // The consumer is SIGKILLed after its first charge and restarted: the
+    // broker delivers the message to it again, and it never acks either.
+    let scenario = "scenarios/queue/consumer-killed-before-ack.toml";
+    for (example, name, said) in [
+        (
+            "examples/rabbitmq-consumer",
+            "never-acks",
+            vec![
+                "the consumer answered none of its 8 attempt(s)",
+                "still unacked on RabbitMQ: message att-0-1-1-1 (published ",
+                "delivered 2 time(s) and never acked, the broker put it back in queue 'charges.chaos-never-acks-",
+                "7 more of its messages were never taken",
+            ],
+        ),
+        (
+            "examples/jetstream-consumer",
+            "never-acks-js",
+            vec![
+                "the consumer answered none of its 8 attempt(s)",
+                "at stream sequence 1 is still unacked on JetStream: consumer 'charges-chaos-never-acks-js-",
+                "delivered it more than once (num_ack_pending 1, num_redelivered 1)",
+            ],
+        ),
+    ] {
+        let file = variant_file(
+            &dir,
+            example,
+            "target.toml",
+            name,
+            &[("[env]", "CONSUMER_ACKS = \"never\"")],
+        );
+        let out = dir.join(name);
+        let output = common::chaos(&[
+            "run",
+            scenario,
+            "--target",
+            file.to_str().unwrap(),
+            "--seeds",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let (stdout, stderr) = common::text(&output);
+        assert_eq!(output.status.code(), Some(3), "{stdout}\n{stderr}");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
+                .unwrap();
+        let cell = &report["cells"][0];
+        assert_eq!(cell["verdict"], "unknown", "{cell}");
+        let reason = cell["reason"].as_str().unwrap_or_default().to_owned();
+        // The message is the one the first attempt published.
+        let first = "message att-0-1-1-1 (published ";
+        for text in said.iter().chain([&first]) {
+            assert!(reason.contains(text), "{name}: {text:?} not in {reason}");
+        }
+        // The same reason in the other formats.
+        for file in ["summary.md", "junit.xml", "report.html"] {
+            let written = std::fs::read_to_string(out.join(file)).unwrap();
+            assert!(
+                written.contains("still unacked on") && written.contains("att-0-1-1-1"),
+                "{name}: {file} does not say it: {written}"
+            );
+        }
+        // One effect: the restarted consumer's inbox kept the second
+        // delivery from charging again; the fault acted.
+        assert_eq!(cell["seeds_all_faults_acted"], 1, "{cell}");
+    }
+    assert!(queues_left().is_empty(), "left: {:?}", queues_left());
+    assert!(streams_left().is_empty(), "left: {:?}", streams_left());
+}
+
+// guards: issue 25's bad input "a message the consumer rejects as
+// malformed": the model's drifted amount (4999.0) reaches a consumer that
+// validates its input (a whole number of cents) and rejects it without
+// requeue (JetStream: term). The cell is unknown (exit 3), and its reason
+// says the consumer rejected which message at which delivery without
+// acting on it, read from the broker: on RabbitMQ the run queue's
+// dead-letter queue (x-death), on JetStream the MSG_TERMINATED advisory
+#[test]
+fn a_message_the_consumer_rejects_as_malformed_is_named_in_the_cell() {
+    setup("examples/rabbitmq-consumer");
+    setup("examples/jetstream-consumer");
+    let dir = common::temp_dir("broker-rejected");
+    let scenario = dir.join("drifted-amount.toml");
+    std::fs::write(
+        &scenario,
+        "test = \"provider-contract\"\ndescription = \"the model writes the amount as 4999.0\"\ninvariant = \"a malformed message is rejected without an effect\"\nboundary = \"accepted-request\"\n\n[provider]\nprofile = \"keyed\"\nretention = \"24h\"\n\n[workload]\nfree-text-field = \"note\"\n\n[[call]]\noperation = \"reminder\"\nattempts = 2\npayload = \"drifted\"\n\n[expect]\neffects-per-operation = 1\n",
+    )
+    .unwrap();
+    for (example, name, said) in [
+        (
+            "examples/rabbitmq-consumer",
+            "rejects",
+            "RabbitMQ dead-lettered it (x-death reason 'rejected') to queue 'charges.chaos-rejected-rejects-",
+        ),
+        (
+            "examples/jetstream-consumer",
+            "rejects-js",
+            "JetStream announced it terminated (stream sequence 1",
+        ),
+    ] {
+        let file = naive_file(&dir, example, name, "");
+        let out = dir.join(name);
+        let output = common::chaos(&[
+            "run",
+            scenario.to_str().unwrap(),
+            "--target",
+            file.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let (stdout, stderr) = common::text(&output);
+        assert_eq!(output.status.code(), Some(3), "{stdout}\n{stderr}");
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
+                .unwrap();
+        let cell = &report["cells"][0];
+        assert_eq!(cell["verdict"], "unknown", "{cell}");
+        let reason = cell["reason"].as_str().unwrap_or_default().to_owned();
+        for text in [
+            "the consumer rejected message att-0-1-1-1 (delivery 1) without acting on it",
+            said,
+        ] {
+            assert!(reason.contains(text), "{name}: {text:?} not in {reason}");
+        }
+        // The consumer said why (its stderr's last lines are in the
+        // reason), and the provider saw nothing.
+        assert!(
+            reason.contains("rejected a malformed message: amount_cents is 4999.0"),
+            "{name}: {reason}"
+        );
+        assert_eq!(cell["effects_observed_max"], 0, "{cell}");
+    }
+    assert!(queues_left().is_empty(), "left: {:?}", queues_left());
+    assert!(streams_left().is_empty(), "left: {:?}", streams_left());
 }

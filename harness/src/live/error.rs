@@ -109,6 +109,14 @@ pub(crate) enum Error {
     ExitedDuringRun { status: String, stderr: String },
     #[error("the run did not finish within {}: the target hangs; the last lines of its stderr:\n{stderr}", humantime::format_duration(*limit))]
     RunTooLong { limit: Duration, stderr: String },
+    #[error("the consumer answered none of its {attempts} attempt(s) within {}: {held}; the last lines of its stderr:\n{stderr}", humantime::format_duration(*timeout))]
+    Unsettled {
+        attempts: usize,
+        timeout: Duration,
+        /// What the broker still holds, in its own words.
+        held: String,
+        stderr: String,
+    },
     #[error("the target hangs: none of its {attempts} attempt(s) was answered within {}; the last lines of its stderr:\n{stderr}", humantime::format_duration(*timeout))]
     Unanswered {
         attempts: usize,

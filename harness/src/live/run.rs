@@ -18,6 +18,7 @@ use crate::roles::clock::{HarnessClock, RealTimeline, Timeline};
 use crate::roles::{Cast, LiveTimes, Setting};
 use crate::sweep::Payloads;
 use crate::target_file::TargetFile;
+use crate::way_in::Sent;
 
 use super::authority;
 use super::effects::Effects;
@@ -186,6 +187,7 @@ async fn drive(
             .incomplete()
             .map(|why| Box::new(Error::RunNeverCompleted(why)))
     });
+    let error = unacked(trial, target, &cast, &mut process, timeline.now(), error).await;
     // Asked before the provider stops: a request still open there is this
     // trial's work going on after its answer (a held answer its SDK still
     // waits for, then retries), which would reach the next trial.
@@ -380,6 +382,52 @@ fn settle(
         ));
     }
     Ok(error)
+}
+
+/// A consumer on a broker that answered none of the trial's messages: the
+/// broker says what it still holds unacked (which message, how often
+/// delivered, since when), read once the consumer is stopped, since
+/// RabbitMQ puts a message back only when its consumer's connection closes.
+/// That is the trial's reason, in place of "the target hangs"; anything
+/// else that cut the trial short stays its reason.
+async fn unacked(
+    trial: &Trial<'_>,
+    target: &TargetFile,
+    cast: &Cast,
+    process: &mut TargetProcess,
+    now: crate::history::Ms,
+    error: Option<Box<Error>>,
+) -> Option<Box<Error>> {
+    let attempts = cast.attempts();
+    let hung = matches!(error.as_deref(), None | Some(Error::Unanswered { .. }));
+    let unanswered = !attempts.is_empty() && attempts.iter().all(crate::way_in::broker::unanswered);
+    if !target.way_in.settles() || !hung || !unanswered {
+        return error;
+    }
+    process.kill();
+    let dispatches = cast.provider.ledger().dispatches;
+    let published: Vec<Sent> = attempts
+        .iter()
+        .map(|attempt| Sent {
+            id: attempt.attempt_id.clone(),
+            ago: Duration::from_millis(now.saturating_sub(attempt.sent_at)),
+            acted: dispatches.iter().any(|dispatch| {
+                dispatch
+                    .message
+                    .as_ref()
+                    .is_none_or(|message| *message == attempt.attempt_id)
+            }),
+        })
+        .collect();
+    match target.way_in.unsettled(&published).await {
+        Some(held) => Some(Box::new(Error::Unsettled {
+            attempts: attempts.len(),
+            timeout: trial.timing.agent_timeout,
+            held,
+            stderr: process.stderr_tail(),
+        })),
+        None => error,
+    }
 }
 
 /// The effects of a target whose commits are rows, read into the ledger.

@@ -184,6 +184,20 @@ pub(crate) trait Way: Send + Sync {
     /// over and its processes are gone. Blocking, bounded. Nothing, unless
     /// it set something up.
     fn take_down(&self) {}
+    /// Whether the target takes its calls as messages it must settle with a
+    /// broker (ack them): then a trial the target never answered asks the
+    /// broker what it still holds ([`Way::unsettled`]).
+    fn settles(&self) -> bool {
+        false
+    }
+    /// What the broker says of this trial's messages the target never
+    /// answered, once the target process is stopped: one it still holds
+    /// unacked, or one the target rejected; which message, how often it
+    /// was delivered, how long since it was published, read from the broker
+    /// itself. None when there is nothing to say, or no broker to ask.
+    fn unsettled<'a>(&'a self, _published: &'a [Sent]) -> Reading<'a> {
+        Box::pin(std::future::ready(None))
+    }
     /// What this way in learned of the target during a trial whose calls
     /// are of tools `called` and whose attempts are `attempts` (by id).
     fn seen(&self, _called: &BTreeSet<String>, _attempts: &BTreeSet<&str>) -> Option<McpSeen> {
@@ -199,6 +213,21 @@ pub(crate) type Cancelling<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
 /// What a way in sets up before the target starts.
 pub(crate) type Preparing<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+
+/// One message a trial published, as a broker's account names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Sent {
+    /// The attempt that published it (its `x-attempt-id`).
+    pub id: String,
+    /// How long ago.
+    pub ago: Duration,
+    /// Whether the provider saw a call made for it (a dispatch naming the
+    /// message, or one naming none, which may be its).
+    pub acted: bool,
+}
+
+/// What a broker still holds unsettled, said as a sentence.
+pub(crate) type Reading<'a> = Pin<Box<dyn Future<Output = Option<String>> + Send + 'a>>;
 
 /// Whether a target is ready.
 pub(crate) type Readying<'a> = Pin<Box<dyn Future<Output = Ready> + Send + 'a>>;
@@ -321,6 +350,14 @@ impl WayIn {
 
     pub(crate) fn set_duplicate_window(&self, window: Duration) -> Preparing<'_> {
         self.unit().set_duplicate_window(window)
+    }
+
+    pub(crate) fn settles(&self) -> bool {
+        self.unit().settles()
+    }
+
+    pub(crate) fn unsettled<'a>(&'a self, published: &'a [Sent]) -> Reading<'a> {
+        self.unit().unsettled(published)
     }
 
     pub(crate) fn reads_its_own_outcomes(&self) -> bool {

@@ -17,7 +17,11 @@ use async_nats::HeaderMap;
 use chaos_kit::http::CallFailure;
 use futures_util::StreamExt;
 
-use super::{failure, remember_created, Broker, Message, Published};
+use super::{failure, named, remember_created, Broker, Message, Published, Sent};
+
+/// How often the consumer chaos creates delivers a message before JetStream
+/// gives up on it.
+const MAX_DELIVER: i64 = 10;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -88,6 +92,23 @@ pub(super) async fn prepare(broker: &Broker) -> Result<(), String> {
                 )
             })?;
         remember_created(broker);
+        // JetStream announces a message the consumer terminated (`term`:
+        // rejected, never to be delivered again) only as an advisory on
+        // core NATS: a stream of chaos's own keeps them for the trial's end.
+        js.get_or_create_stream(stream::Config {
+            name: terminated_stream(broker),
+            subjects: vec![terminated_subject(broker)],
+            max_age: broker.expires,
+            ..stream::Config::default()
+        })
+        .await
+        .map_err(|error| {
+            format!(
+                "NATS at {} refused to create stream '{}': {error}",
+                broker.address(),
+                terminated_stream(broker)
+            )
+        })?;
         stream
             .get_or_create_consumer(
                 &broker.queue,
@@ -96,7 +117,7 @@ pub(super) async fn prepare(broker: &Broker) -> Result<(), String> {
                     ack_wait: broker.ack_wait,
                     // Bounded: a consumer that never acks does not take the
                     // message for ever.
-                    max_deliver: 10,
+                    max_deliver: MAX_DELIVER,
                     ..consumer::pull::Config::default()
                 },
             )
@@ -126,6 +147,21 @@ pub(super) async fn prepare(broker: &Broker) -> Result<(), String> {
             ))
         }
     }
+}
+
+/// The stream that keeps the run consumer's terminated-message advisories:
+/// named so that it too ends with chaos's process id.
+fn terminated_stream(broker: &Broker) -> String {
+    format!("terminated-{}", broker.queue)
+}
+
+/// The advisory JetStream publishes when the run's consumer terminates a
+/// message (nats-server's `JSAdvisoryConsumerMsgTerminatedPre`).
+fn terminated_subject(broker: &Broker) -> String {
+    format!(
+        "$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.{}.{}",
+        broker.queue, broker.queue
+    )
 }
 
 pub(super) async fn consuming(broker: &Broker) -> Result<(), String> {
@@ -161,6 +197,10 @@ pub(super) async fn purge(broker: &Broker) -> Result<(), String> {
         // Not made yet: the run's first trial.
         return Ok(());
     };
+    // The advisories of an earlier trial's terminated messages, too.
+    if let Ok(advisories) = js.get_stream(terminated_stream(broker)).await {
+        let _ = advisories.purge().await;
+    }
     stream.purge().await.map(drop).map_err(|error| {
         format!(
             "NATS at {} refused to purge stream '{}' before a trial: {error}",
@@ -205,11 +245,133 @@ pub(super) async fn set_duplicate_window(broker: &Broker, window: Duration) -> R
         .map_err(|error| refused(&error))
 }
 
+/// What the run's consumer still has delivered and not acked, from
+/// JetStream's consumer info: `num_ack_pending` (delivered, not acked),
+/// `num_redelivered` (of those, delivered more than once), and the stream
+/// sequences past its ack floor, each message read from the stream for the
+/// attempt that published it. A message that reached `max_deliver` is no
+/// longer pending but stays past the floor: JetStream gave up on it.
+///
+/// A message the consumer terminated is read first, from the advisories
+/// JetStream published (kept by the run's advisory stream).
+pub(super) async fn unsettled(broker: &Broker, published: &[Sent]) -> Option<String> {
+    let client = connect(broker).await.ok()?;
+    let js = jetstream::new(client);
+    let stream = js.get_stream(&broker.queue).await.ok()?;
+    if let Some(terminated) = terminated(&js, &stream, broker, published).await {
+        return Some(terminated);
+    }
+    let info = stream.consumer_info(&broker.queue).await.ok()?;
+    let floor = info.ack_floor.stream_sequence;
+    let last = info.delivered.stream_sequence;
+    let mut messages = Vec::new();
+    // Bounded: a trial publishes as many messages as its attempts.
+    for sequence in (floor + 1..=last).take(50) {
+        // Gone: purged with an earlier trial, or acked out of order.
+        let Ok(message) = stream.get_raw_message(sequence).await else {
+            continue;
+        };
+        let id = message
+            .headers
+            .get("x-attempt-id")
+            .map(|id| id.as_str().to_owned());
+        messages.push(format!(
+            "{} at stream sequence {sequence}",
+            named(id.as_deref(), published)
+        ));
+    }
+    if messages.is_empty() {
+        return None;
+    }
+    let consumer = format!("consumer '{}' of stream '{}'", broker.queue, broker.queue);
+    let counts = format!(
+        "num_ack_pending {}, num_redelivered {}",
+        info.num_ack_pending, info.num_redelivered
+    );
+    let messages = messages.join(", ");
+    if info.num_ack_pending == 0 {
+        return Some(format!(
+            "{messages} was never acked on JetStream: {consumer} delivered it {MAX_DELIVER} times (max_deliver) and gave up on it ({counts}, ack floor at stream sequence {floor})"
+        ));
+    }
+    let again = if info.num_redelivered > 0 {
+        "more than once"
+    } else {
+        "once"
+    };
+    Some(format!(
+        "{messages} is still unacked on JetStream: {consumer} delivered it {again} ({counts}) and delivers it again each AckWait ({}), up to {MAX_DELIVER} deliveries",
+        humantime::format_duration(broker.ack_wait)
+    ))
+}
+
+/// The messages the run's consumer terminated, from JetStream's advisories:
+/// each its stream sequence and delivery count, named by the attempt that
+/// published it, and whether the provider saw a call made for it.
+async fn terminated(
+    js: &jetstream::Context,
+    stream: &stream::Stream,
+    broker: &Broker,
+    published: &[Sent],
+) -> Option<String> {
+    let mut advisories = js.get_stream(terminated_stream(broker)).await.ok()?;
+    let last = advisories.info().await.ok()?.state.last_sequence;
+    let mut rejected = Vec::new();
+    // Bounded: a trial publishes as many messages as its attempts.
+    for sequence in last.saturating_sub(49).max(1)..=last {
+        let Ok(advisory) = advisories.get_raw_message(sequence).await else {
+            continue;
+        };
+        let Ok(advisory) = serde_json::from_slice::<serde_json::Value>(&advisory.payload) else {
+            continue;
+        };
+        let Some(stream_seq) = advisory
+            .get("stream_seq")
+            .and_then(serde_json::Value::as_u64)
+        else {
+            continue;
+        };
+        let deliveries = advisory
+            .get("deliveries")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(1);
+        let id = match stream.get_raw_message(stream_seq).await {
+            Ok(message) => message
+                .headers
+                .get("x-attempt-id")
+                .map(|id| id.as_str().to_owned()),
+            Err(_) => None,
+        };
+        let acted = id
+            .as_deref()
+            .and_then(|id| published.iter().find(|sent| sent.id == id))
+            .is_some_and(|sent| sent.acted);
+        let name = match &id {
+            Some(id) => format!("message {id}"),
+            None => format!("the message at stream sequence {stream_seq}"),
+        };
+        rejected.push(format!(
+            "{name} (delivery {deliveries}){}: JetStream announced it terminated (stream sequence {stream_seq}, $JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED)",
+            if acted {
+                ", after the provider saw a call for it"
+            } else {
+                " without acting on it"
+            },
+        ));
+    }
+    if rejected.is_empty() {
+        return None;
+    }
+    Some(format!("the consumer rejected {}", rejected.join("; ")))
+}
+
 pub(super) async fn delete(broker: &Broker) {
     let Ok(client) = connect(broker).await else {
         return;
     };
-    let _ = jetstream::new(client).delete_stream(&broker.queue).await;
+    let js = jetstream::new(client);
+    let _ = js.delete_stream(&broker.queue).await;
+    let _ = js.delete_stream(terminated_stream(broker)).await;
 }
 
 pub(super) async fn send(

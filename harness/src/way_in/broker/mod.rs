@@ -32,8 +32,10 @@ use chaos_kit::http::{CallFailure, Client, Response};
 use serde_json::Value;
 
 use super::mapped::{ResponseMapping, Template, BUILT_IN};
-use super::{CallArguments, Outgoing, Preparing, Ready, Readying, Reply, Sending, Way};
-use crate::history::Answer;
+use super::{
+    CallArguments, Outgoing, Preparing, Reading, Ready, Readying, Reply, Sending, Sent, Way,
+};
+use crate::history::{Answer, Attempt, AttemptEnd};
 
 /// Which broker, and how chaos reaches it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -386,6 +388,27 @@ impl Way for Broker {
         false
     }
 
+    fn settles(&self) -> bool {
+        true
+    }
+
+    /// Bounded: a broker that stopped answering leaves the trial's own
+    /// reason as it was.
+    fn unsettled<'a>(&'a self, published: &'a [Sent]) -> Reading<'a> {
+        Box::pin(async move {
+            let read = async {
+                match self.kind {
+                    BrokerKind::RabbitMq => rabbitmq::unsettled(self, published).await,
+                    BrokerKind::JetStream => jetstream::unsettled(self, published).await,
+                }
+            };
+            tokio::time::timeout(Duration::from_secs(15), read)
+                .await
+                .ok()
+                .flatten()
+        })
+    }
+
     fn admit(&self, calls: &[CallArguments], target: &str) -> Result<(), String> {
         let templates = self
             .fields
@@ -462,9 +485,37 @@ fn read_answer(published: Published) -> Answer {
         Published::Confirmed => pending(
             "accepted by the broker (publish confirmed); the consumer's outcome is not read (reply = false)",
         ),
-        Published::Duplicate => pending(
-            "dropped by the broker as a duplicate of an earlier message with the same Nats-Msg-Id, inside the stream's duplicate window: no consumer will take it",
+        Published::Duplicate => pending(DROPPED_AS_DUPLICATE),
+    }
+}
+
+/// The reason of an attempt JetStream dropped as a duplicate.
+const DROPPED_AS_DUPLICATE: &str = "dropped by the broker as a duplicate of an earlier message with the same Nats-Msg-Id, inside the stream's duplicate window: no consumer will take it";
+
+/// Whether no consumer answered `attempt`: it timed out waiting, or the
+/// broker dropped it as a duplicate of one (which nobody answered either).
+pub(crate) fn unanswered(attempt: &Attempt) -> bool {
+    match &attempt.end {
+        AttemptEnd::Failed {
+            failure: CallFailure::Timeout,
+        } => true,
+        AttemptEnd::Answered(answer) => answer.reason.as_deref() == Some(DROPPED_AS_DUPLICATE),
+        _ => false,
+    }
+}
+
+/// A message on the broker as a sentence names it: by the attempt that
+/// published it (its `x-attempt-id`) and how long ago that was.
+fn named(id: Option<&str>, published: &[Sent]) -> String {
+    let Some(id) = id else {
+        return "a message without an x-attempt-id header".into();
+    };
+    match published.iter().find(|sent| sent.id == id) {
+        Some(sent) => format!(
+            "message {id} (published {:.1}s ago)",
+            sent.ago.as_secs_f64()
         ),
+        None => format!("message {id}"),
     }
 }
 

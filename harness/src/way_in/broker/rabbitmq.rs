@@ -11,14 +11,14 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use lapin::options::{
-    BasicConsumeOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
-    QueueDeleteOptions, QueuePurgeOptions,
+    BasicConsumeOptions, BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions,
+    QueueDeclareOptions, QueueDeleteOptions, QueuePurgeOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::Confirmation;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
-use super::{failure, remember_created, Broker, Format, Message, Published};
+use super::{failure, named, remember_created, Broker, Format, Message, Published, Sent};
 use chaos_kit::http::CallFailure;
 
 /// How long chaos waits to connect before it calls the broker down.
@@ -60,6 +60,33 @@ fn created_arguments(broker: &Broker) -> FieldTable {
         "x-expires".into(),
         AMQPValue::LongLongInt(broker.expires.as_millis() as i64),
     );
+    // A message the consumer rejects (`basic.reject`/`basic.nack` without
+    // requeue) goes to the run's rejected queue, where chaos reads it.
+    arguments.insert(
+        "x-dead-letter-exchange".into(),
+        AMQPValue::LongString("".into()),
+    );
+    arguments.insert(
+        "x-dead-letter-routing-key".into(),
+        AMQPValue::LongString(rejected_queue(broker).as_str().into()),
+    );
+    arguments
+}
+
+/// The queue of chaos's own that a created queue dead-letters into: its
+/// name the run queue's, marked, so it also ends with chaos's process id.
+fn rejected_queue(broker: &Broker) -> String {
+    broker.queue.replacen(".chaos-", ".chaos-rejected-", 1)
+}
+
+/// The rejected queue's arguments: gone by itself once unused, as the run
+/// queue is.
+fn rejected_arguments(broker: &Broker) -> FieldTable {
+    let mut arguments = FieldTable::default();
+    arguments.insert(
+        "x-expires".into(),
+        AMQPValue::LongLongInt(broker.expires.as_millis() as i64),
+    );
     arguments
 }
 
@@ -70,6 +97,27 @@ pub(super) async fn prepare(broker: &Broker) -> Result<(), String> {
         .await
         .map_err(|error| format!("RabbitMQ at {}: {error}", broker.address()))?;
     let declared = if broker.create {
+        let rejected = channel
+            .queue_declare(
+                rejected_queue(broker).as_str().into(),
+                QueueDeclareOptions {
+                    durable: true,
+                    ..QueueDeclareOptions::default()
+                },
+                rejected_arguments(broker),
+            )
+            .await
+            .map_err(|error| {
+                format!(
+                    "RabbitMQ at {} refused to create queue '{}': {error}",
+                    broker.address(),
+                    rejected_queue(broker)
+                )
+            });
+        if let Err(error) = rejected {
+            let _ = connection.close(200, "chaos: refused".into()).await;
+            return Err(error);
+        }
         channel
             .queue_declare(
                 broker.queue.as_str().into(),
@@ -112,7 +160,7 @@ async fn passive(channel: &Channel, broker: &Broker) -> Result<lapin::Queue, Str
         .await
         .map_err(|error| {
             format!(
-                "queue '{}' does not exist on RabbitMQ at {} ({error}); create it, or set create = true in [broker] to have chaos create one for each run (`rabbitmqctl list_queues` lists those that exist)",
+                "queue '{}' does not exist on RabbitMQ at {} ({error}); create it, or set create = true in [broker] to have chaos create one for each run (`rabbitmqctl list_queues`, run where the broker is, lists those that exist: AMQP 0-9-1 has no method that lists queues)",
                 broker.queue,
                 broker.address()
             )
@@ -141,10 +189,23 @@ pub(super) async fn purge(broker: &Broker) -> Result<(), String> {
         Ok(channel) => match passive(&channel, broker).await {
             // Not made yet: the run's first trial.
             Err(_) => Ok(()),
-            Ok(_) => channel
-                .queue_purge(broker.queue.as_str().into(), QueuePurgeOptions::default())
-                .await
-                .map(drop),
+            Ok(_) => {
+                let purged = channel
+                    .queue_purge(broker.queue.as_str().into(), QueuePurgeOptions::default())
+                    .await
+                    .map(drop);
+                // What the consumer rejected in an earlier trial, too.
+                match purged {
+                    Ok(()) => channel
+                        .queue_purge(
+                            rejected_queue(broker).as_str().into(),
+                            QueuePurgeOptions::default(),
+                        )
+                        .await
+                        .map(drop),
+                    Err(error) => Err(error),
+                }
+            }
         },
         Err(error) => Err(error),
     };
@@ -166,8 +227,193 @@ pub(super) async fn delete(broker: &Broker) {
         let _ = channel
             .queue_delete(broker.queue.as_str().into(), QueueDeleteOptions::default())
             .await;
+        let _ = channel
+            .queue_delete(
+                rejected_queue(broker).as_str().into(),
+                QueueDeleteOptions::default(),
+            )
+            .await;
     }
     let _ = connection.close(200, "chaos: run over".into()).await;
+}
+
+/// What the run's queue still holds of a trial the consumer never answered,
+/// read over AMQP once the consumer was stopped. AMQP 0-9-1 cannot show a
+/// message another connection holds unacked (only the management plugin's
+/// HTTP API can, and it is not enabled on a stock broker): but a message
+/// delivered and never acked is put back by the broker when its consumer's
+/// connection closes, marked redelivered (a quorum queue also counts its
+/// deliveries in `x-delivery-count`). So chaos waits for the broker to count
+/// no consumer, takes each ready message with `basic.get` and reads those
+/// marks, then closes its channel unacked, which puts them back again.
+///
+/// A message the consumer rejected is read first, from the run's rejected
+/// queue (dead-lettered there, with the broker's `x-death` record).
+pub(super) async fn unsettled(broker: &Broker, published: &[Sent]) -> Option<String> {
+    let connection = connect(broker).await.ok()?;
+    let rejected = if broker.create {
+        read_rejected(&connection, broker, published).await
+    } else {
+        None
+    };
+    let read = match rejected {
+        Some(rejected) => Some(rejected),
+        None => read_unsettled(&connection, broker, published).await,
+    };
+    let _ = connection.close(200, "chaos: read".into()).await;
+    read
+}
+
+/// The messages the consumer rejected, as the broker dead-lettered them:
+/// each named by the attempt that published it, its delivery (RabbitMQ
+/// counts the earlier ones in `x-delivery-count`), the `x-death` reason,
+/// and whether the provider saw a call made for it.
+async fn read_rejected(
+    connection: &Connection,
+    broker: &Broker,
+    published: &[Sent],
+) -> Option<String> {
+    let channel = connection.create_channel().await.ok()?;
+    let queue = rejected_queue(broker);
+    let mut rejected = Vec::new();
+    // Bounded: a trial publishes as many messages as its attempts.
+    for _ in 0..50 {
+        let Ok(Some(got)) = channel
+            .basic_get(queue.as_str().into(), BasicGetOptions { no_ack: false })
+            .await
+        else {
+            break;
+        };
+        let headers = got.delivery.properties.headers().as_ref();
+        let header = |name: &str| headers.and_then(|headers| headers.inner().get(name));
+        let id = header("x-attempt-id")
+            .or_else(|| header("id"))
+            .and_then(text);
+        let delivery = header("x-delivery-count")
+            .and_then(integer)
+            .map_or(1, |earlier| earlier + 1);
+        let death = match header("x-death") {
+            Some(AMQPValue::FieldArray(deaths)) => {
+                deaths.as_slice().first().and_then(|death| match death {
+                    AMQPValue::FieldTable(death) => death.inner().get("reason").and_then(text),
+                    _ => None,
+                })
+            }
+            _ => None,
+        };
+        let acted = id
+            .as_deref()
+            .and_then(|id| published.iter().find(|sent| sent.id == id))
+            .is_some_and(|sent| sent.acted);
+        let name = match &id {
+            Some(id) => format!("message {id}"),
+            None => "a message without an x-attempt-id header".to_owned(),
+        };
+        rejected.push(format!(
+            "{name} (delivery {delivery}){}: RabbitMQ dead-lettered it (x-death reason '{}') to queue '{queue}'",
+            if acted {
+                ", after the provider saw a call for it"
+            } else {
+                " without acting on it"
+            },
+            death.as_deref().unwrap_or("unknown"),
+        ));
+    }
+    if rejected.is_empty() {
+        return None;
+    }
+    Some(format!("the consumer rejected {}", rejected.join("; ")))
+}
+
+async fn read_unsettled(
+    connection: &Connection,
+    broker: &Broker,
+    published: &[Sent],
+) -> Option<String> {
+    let channel = connection.create_channel().await.ok()?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let ready = loop {
+        let queue = passive(&channel, broker).await.ok()?;
+        if queue.consumer_count() == 0 {
+            break queue.message_count();
+        }
+        // Another consumer (of a queue chaos did not create) still holds
+        // what it took: nothing can be read of it over AMQP.
+        if tokio::time::Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut held = Vec::new();
+    let mut never_taken = 0;
+    // Bounded: a trial publishes as many messages as its attempts.
+    for _ in 0..ready.min(50) {
+        let got = channel
+            .basic_get(
+                broker.queue.as_str().into(),
+                BasicGetOptions { no_ack: false },
+            )
+            .await
+            .ok()??;
+        let delivery = &got.delivery;
+        let headers = delivery.properties.headers().as_ref();
+        let header = |name: &str| headers.and_then(|headers| headers.inner().get(name));
+        let id = header("x-attempt-id")
+            .and_then(text)
+            .or_else(|| {
+                // A Celery task message names its task (the attempt) in `id`.
+                header("id").and_then(text)
+            })
+            .or_else(|| {
+                (delivery.properties.correlation_id().as_ref()).map(|id| id.as_str().to_owned())
+            });
+        if !delivery.redelivered {
+            never_taken += 1;
+            continue;
+        }
+        let deliveries = match header("x-delivery-count").and_then(integer) {
+            Some(count) => format!("delivered {count} time(s) and never acked"),
+            // A classic queue says only that it was delivered before.
+            None => "delivered and never acked".to_owned(),
+        };
+        held.push(format!("{} {deliveries}", named(id.as_deref(), published)));
+    }
+    if held.is_empty() {
+        return None;
+    }
+    let untaken = match never_taken {
+        0 => String::new(),
+        count => format!("; {count} more of its messages were never taken"),
+    };
+    Some(format!(
+        "{} still unacked on RabbitMQ: {}, the broker put it back in queue '{}' when the consumer stopped{untaken} (read over AMQP: a passive queue.declare and basic.get)",
+        if held.len() == 1 { "a message is" } else { "messages are" },
+        held.join("; "),
+        broker.queue,
+    ))
+}
+
+/// A header's text.
+fn text(value: &AMQPValue) -> Option<String> {
+    match value {
+        AMQPValue::LongString(text) => Some(String::from_utf8_lossy(text.as_bytes()).into_owned()),
+        AMQPValue::ShortString(text) => Some(text.as_str().to_owned()),
+        _ => None,
+    }
+}
+
+/// A header's integer, however wide the broker sent it.
+fn integer(value: &AMQPValue) -> Option<i64> {
+    match *value {
+        AMQPValue::ShortShortInt(n) => Some(n.into()),
+        AMQPValue::ShortShortUInt(n) => Some(n.into()),
+        AMQPValue::ShortInt(n) => Some(n.into()),
+        AMQPValue::ShortUInt(n) => Some(n.into()),
+        AMQPValue::LongInt(n) => Some(n.into()),
+        AMQPValue::LongUInt(n) => Some(n.into()),
+        AMQPValue::LongLongInt(n) => Some(n),
+        _ => None,
+    }
 }
 
 pub(super) async fn send(
