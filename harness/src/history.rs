@@ -9,6 +9,7 @@
 //! The checker judges the target by comparing the two; the target's own word
 //! (its answers) is only one input to that comparison.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chaos_kit::http::CallFailure;
@@ -53,6 +54,39 @@ pub struct McpSeen {
     /// `initialize` handshakes completed with the target so far in the run
     /// (one per server process, and again after a restart).
     pub sessions: u64,
+    /// The session each attempt's `tools/call` went on (its
+    /// `Mcp-Session-Id`, or `initialize #N` when the server gave none), by
+    /// attempt id: which calls of one operation shared one.
+    pub session_of: BTreeMap<String, String>,
+    /// What resuming the stream of each attempt whose answer was cut
+    /// (`lose-response`, `reset`) came to, by attempt id.
+    pub resumed: BTreeMap<String, Resumed>,
+}
+
+/// What resuming a Streamable HTTP stream cut before its result came to
+/// (MCP's `Last-Event-ID`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resumed {
+    /// The server numbered no event before the result: nothing to resume
+    /// from, and the answer is lost.
+    NotOffered,
+    /// A `GET` with `Last-Event-ID: from` was sent, and the result did not
+    /// come back on it: lost, and the agent retries.
+    NotReplayed { from: String, why: String },
+    /// The server replayed the result: the agent read it, and no retry was
+    /// needed.
+    Replayed { from: String },
+}
+
+impl Resumed {
+    /// Its name in reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Resumed::NotOffered => "not-offered",
+            Resumed::NotReplayed { .. } => "not-replayed",
+            Resumed::Replayed { .. } => "replayed",
+        }
+    }
 }
 
 /// One tool's annotations, as an MCP server declared them: hints a client

@@ -15,7 +15,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -393,4 +393,226 @@ fn a_template_the_tools_input_schema_rejects_is_named_with_the_schemas_type() {
         output.contains("Fix the target file's [mcp.tools.send_reminder]"),
         "{output}"
     );
+}
+
+// guards: issue 23's bad input "one that answers with a result for an id it
+// was never sent": the server acted (one charge, counted), and chaos, which
+// could read none of its answers, says why and judges nothing
+#[test]
+fn a_server_answering_an_id_it_was_never_sent_is_unknown_with_both_ids() {
+    let dir = common::temp_dir("mcp-stranger");
+    let (code, stdout, stderr, report) = common::run_live(
+        &dir,
+        &["scenarios/lost-response-agent-hop.toml"],
+        &fixture("stranger.target.toml"),
+        "1",
+        &[],
+    );
+    common::assert_valid_report(&report);
+    assert_eq!(code, Some(3), "{stdout}\n{stderr}");
+    let cell = &cells(&report)[0];
+    assert_eq!(cell["verdict"], "unknown", "{cell:#}");
+    // The tool acted: the result it answered under a stranger id was real.
+    assert_eq!(cell["effects_observed_max"].as_u64(), Some(1), "{cell:#}");
+    let output = format!("{stdout}\n{stderr}\n{cell}");
+    assert!(
+        output.contains("a result for an id it was never sent"),
+        "{output}"
+    );
+    // Both ids are named: the one it answered (ours plus 1000000) and ours.
+    let named = ids_named(&output);
+    assert!(
+        named
+            .iter()
+            .any(|(theirs, ours)| *theirs == ours + 1_000_000),
+        "{named:?}: {output}"
+    );
+}
+
+/// Each `answered request id N and never request M` in `text`, as (N, M).
+fn ids_named(text: &str) -> Vec<(u64, u64)> {
+    let mut found = Vec::new();
+    for piece in text.split("answered request id ").skip(1) {
+        let theirs: String = piece.chars().take_while(char::is_ascii_digit).collect();
+        let Some(rest) = piece.split_once(" and never request ") else {
+            continue;
+        };
+        let ours: String = rest.1.chars().take_while(char::is_ascii_digit).collect();
+        if let (Ok(theirs), Ok(ours)) = (theirs.parse(), ours.parse()) {
+            found.push((theirs, ours));
+        }
+    }
+    found
+}
+
+/// Calls of one operation in flight at once: four workers releasing
+/// attempts together (`concurrency`), two subagents running the same step
+/// (`subagents`, with a re-plan).
+const AT_ONCE: [&str; 2] = [
+    "scenarios/concurrent-attempts.toml",
+    "scenarios/replan-injected-subagents.toml",
+];
+
+/// `chaos run` of [`AT_ONCE`] against `target`, 2 seeds: its exit code and
+/// report, with the run's output for messages.
+fn run_at_once(target: &Path, out: &str) -> (Option<i32>, Value, String) {
+    let dir = common::temp_dir(out);
+    let (code, stdout, stderr, report) = common::run_live(&dir, &AT_ONCE, target, "2", &[]);
+    common::assert_valid_report(&report);
+    (code, report, format!("{stdout}\n{stderr}"))
+}
+
+// guards: issue 23's "several tools/call of one operation in flight at once,
+// on one session and on separate sessions": the naive server charges more
+// than once either way, the correct one once, and the report says how many
+// sessions the calls went on
+#[test]
+fn calls_in_flight_at_once_on_one_session_and_on_separate_ones() {
+    let root = common::repo_root();
+    let runs = [
+        (root.join(NAIVE), "mcp-at-once-naive", false, false),
+        (
+            fixture("per-attempt-naive.target.toml"),
+            "mcp-at-once-naive-per-attempt",
+            false,
+            true,
+        ),
+        (root.join(CORRECT), "mcp-at-once-correct", true, false),
+        (
+            fixture("per-attempt.target.toml"),
+            "mcp-at-once-correct-per-attempt",
+            true,
+            true,
+        ),
+    ];
+    for (target, out, correct, per_attempt) in runs {
+        let (code, report, output) = run_at_once(&target, out);
+        let ran: Vec<&str> = cells(&report)
+            .iter()
+            .filter_map(|cell| cell["scenario"].as_str())
+            .collect();
+        assert_eq!(ran.len(), AT_ONCE.len(), "{out}: {ran:?}\n{output}");
+        assert_faults_acted(&report);
+        for cell in cells(&report) {
+            let scenario = cell["scenario"].as_str().unwrap();
+            let effects = cell["effects_observed_max"].as_u64().unwrap();
+            if correct {
+                assert_eq!(
+                    (cell["verdict"].as_str(), effects),
+                    (Some("pass"), 1),
+                    "{out} {scenario}: {cell:#}\n{output}"
+                );
+            } else {
+                assert_eq!(cell["verdict"], "fail", "{out} {scenario}: {cell:#}");
+                assert!(
+                    checks(cell).contains(&"duplicate-effect"),
+                    "{out} {scenario}: {cell:#}"
+                );
+                assert!(effects >= 2, "{out} {scenario}: {cell:#}");
+            }
+            // One session for every call, or one per call: at least as
+            // many as the calls released together.
+            let sessions = cell["mcp_sessions_max"].as_u64().unwrap_or(0);
+            if per_attempt {
+                assert!(sessions >= 2, "{out} {scenario}: {sessions}: {cell:#}");
+            } else {
+                assert_eq!(sessions, 1, "{out} {scenario}: {cell:#}");
+            }
+        }
+        assert_eq!(code, Some(if correct { 0 } else { 1 }), "{out}: {output}");
+    }
+}
+
+/// The caller's access revoked at chaos's authority mid-run: after an
+/// applied call, while an answer is held, for a new operation, by scope.
+const REVOKED: [&str; 4] = [
+    "scenarios/revoked-permission.toml",
+    "scenarios/revoked-scope.toml",
+    "scenarios/revoked-while-unknown.toml",
+    "scenarios/revoked-new-operation.toml",
+];
+
+// guards: issue 23's "for Streamable HTTP servers with OAuth bearer auth:
+// revocation at the authority mid-run": chaos sends the bearer its authority
+// issued, the server introspects it on every tools/call, and after the
+// revocation each call is denied with no new charge, naive or correct (the
+// naive server's bug is its key, not its authorization)
+#[test]
+fn a_bearer_revoked_mid_run_is_denied_by_either_mcp_server() {
+    let root = common::repo_root();
+    for (target, out) in [(NAIVE, "mcp-revoked-naive"), (CORRECT, "mcp-revoked")] {
+        let dir = common::temp_dir(out);
+        let (code, stdout, stderr, report) =
+            common::run_live(&dir, &REVOKED, &root.join(target), "2", &[]);
+        common::assert_valid_report(&report);
+        assert_faults_acted(&report);
+        let ran: Vec<&str> = cells(&report)
+            .iter()
+            .filter_map(|cell| cell["scenario"].as_str())
+            .collect();
+        assert_eq!(ran.len(), REVOKED.len(), "{target}: {ran:?}\n{stdout}");
+        for cell in cells(&report) {
+            assert_eq!(
+                (
+                    cell["verdict"].as_str(),
+                    cell["effects_observed_max"].as_u64()
+                ),
+                (Some("pass"), Some(1)),
+                "{target} {}: {cell:#}\n{stderr}",
+                cell["scenario"]
+            );
+        }
+        assert_eq!(code, Some(0), "{target}: {stdout}\n{stderr}");
+    }
+}
+
+// guards: issue 23's Streamable HTTP resumption: a stream cut before its
+// result is first resumed with Last-Event-ID; a server that replays the
+// result passes with one effect, naive or not; one that numbers its events
+// and keeps nothing is retried, and the naive one then charges twice
+#[test]
+fn a_stream_cut_before_its_result_is_resumed_before_it_is_retried() {
+    let root = common::repo_root();
+    let scenario = fixture("stream-cut.toml");
+    let runs = [
+        // rmcp's session manager without an event store: ids, no replay.
+        (root.join(NAIVE), "mcp-cut-naive", "not-replayed", 2),
+        (root.join(CORRECT), "mcp-cut-correct", "not-replayed", 1),
+        (
+            fixture("resumable-naive.target.toml"),
+            "mcp-cut-resumable",
+            "replayed",
+            1,
+        ),
+    ];
+    for (target, out, resumed, effects) in runs {
+        let dir = common::temp_dir(out);
+        let (code, stdout, stderr, report) =
+            common::run_live(&dir, &[scenario.to_str().unwrap()], &target, "2", &[]);
+        common::assert_valid_report(&report);
+        assert_faults_acted(&report);
+        let cell = &cells(&report)[0];
+        // Every seed's cut stream was resumed, and came to the same.
+        assert_eq!(
+            cell["mcp_resumed"],
+            serde_json::json!({ resumed: 2 }),
+            "{out}: {cell:#}\n{stderr}"
+        );
+        assert_eq!(
+            cell["effects_observed_max"].as_u64(),
+            Some(effects),
+            "{out}: {cell:#}"
+        );
+        if effects == 1 {
+            assert_eq!(cell["verdict"], "pass", "{out}: {cell:#}\n{stderr}");
+            assert_eq!(code, Some(0), "{out}: {stdout}\n{stderr}");
+        } else {
+            assert_eq!(cell["verdict"], "fail", "{out}: {cell:#}");
+            assert!(
+                checks(cell).contains(&"duplicate-effect"),
+                "{out}: {cell:#}"
+            );
+            assert_eq!(code, Some(1), "{out}: {stdout}\n{stderr}");
+        }
+    }
 }

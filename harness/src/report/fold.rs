@@ -139,6 +139,15 @@ impl<'a> Fold<'a> {
                 if let Some(mcp) = judged.run.as_ref().and_then(|run| run.history.mcp.as_ref()) {
                     state.summary.declare(&mcp.tools);
                     state.summary.mcp_cancelled += mcp.cancelled.len() as u64;
+                    let sessions: std::collections::BTreeSet<&String> =
+                        mcp.session_of.values().collect();
+                    state.summary.mcp_sessions_max =
+                        (state.summary.mcp_sessions_max).max(sessions.len() as u64);
+                    for resumed in mcp.resumed.values() {
+                        *(state.summary.mcp_resumed)
+                            .entry(resumed.name().to_owned())
+                            .or_default() += 1;
+                    }
                 }
                 state.summary.warn(seed, first_seed, verdict, || {
                     let column = &self.columns[cell % self.columns.len()];

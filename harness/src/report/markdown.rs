@@ -243,6 +243,30 @@ pub fn render(summary: &Summary) -> String {
                 );
             }
         }
+        let resumed: Vec<&CellSummary> = (summary.cells.iter())
+            .filter(|cell| !cell.mcp_resumed.is_empty())
+            .collect();
+        if !resumed.is_empty() {
+            out.push_str(
+                "
+Streams cut before their result, resumed with `Last-Event-ID`:
+
+",
+            );
+            for cell in resumed {
+                let counts: Vec<String> = (cell.mcp_resumed.iter())
+                    .map(|(resumed, count)| format!("{resumed} {count}"))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "- {} × {}: {} over {} seed(s)",
+                    escape(&cell.scenario),
+                    escape(&cell.target),
+                    counts.join(", "),
+                    cell.seeds_run
+                );
+            }
+        }
     }
     let notes = summary.expectation_notes();
     if !notes.is_empty() {

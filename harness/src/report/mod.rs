@@ -37,6 +37,7 @@ pub mod sarif;
 pub mod table;
 pub mod tally;
 
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -286,6 +287,16 @@ pub struct CellSummary {
     /// seed run.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub mcp_cancelled: u64,
+    /// An MCP target: the most sessions the attempts of one seed went on
+    /// (1 when they shared one; each attempt's own with `sessions =
+    /// "per-attempt"`, and a new one after a restart).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mcp_sessions_max: u64,
+    /// An MCP target: what resuming the streams cut before their result
+    /// came to (`replayed`, `not-replayed`, `not-offered`), counted over
+    /// every seed run.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_resumed: BTreeMap<String, u64>,
     /// The full record of the first non-passing seeds, in seed order: the
     /// first `failures_kept_per_cell`, plus the first failing and the first
     /// undecided one when they come later.
@@ -324,6 +335,8 @@ impl CellSummary {
             seeds_all_faults_acted: 0,
             declared_tools: Vec::new(),
             mcp_cancelled: 0,
+            mcp_sessions_max: 0,
+            mcp_resumed: BTreeMap::new(),
             failures: Vec::new(),
         }
     }
@@ -531,6 +544,10 @@ impl CellSummary {
         self.seeds_all_faults_acted += other.seeds_all_faults_acted;
         self.declare(&other.declared_tools);
         self.mcp_cancelled += other.mcp_cancelled;
+        self.mcp_sessions_max = self.mcp_sessions_max.max(other.mcp_sessions_max);
+        for (resumed, count) in other.mcp_resumed {
+            *self.mcp_resumed.entry(resumed).or_default() += count;
+        }
         if let Some(not_run) = other.not_run {
             NotRun::absorb(&mut self.not_run, not_run, first_seed);
         }

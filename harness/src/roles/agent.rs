@@ -19,7 +19,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::fault::{Action, LossMode, Wording};
-use crate::history::{Attempt, AttemptEnd};
+use crate::history::{Answer, Attempt, AttemptEnd};
 use crate::plan::{attempt_id, own_key, tool_use_id, traceparent, Payload, Timing, Trial};
 use crate::roles::clock::Timeline;
 use crate::roles::nemesis::{Nemesis, Replans, SignOff};
@@ -507,16 +507,20 @@ async fn send_attempt(
             AttemptEnd::Answered(answer)
         }
         Some(Action::LoseAnswer { mode, .. }) => {
-            if mode == LossMode::Hold {
-                tokio::time::sleep_until(deadline).await;
-                // The agent timed out: a protocol with a cancel sends it.
-                env.way_in
-                    .timed_out(&env.http, &env.target, attempt_id)
-                    .await;
-            }
-            AttemptEnd::Lost {
-                mode,
-                dropped: answer,
+            // The connection closed before the answer was read: a protocol
+            // that can resume the stream first asks for the rest of it.
+            let resumed = match mode {
+                LossMode::Reset => {
+                    (env.way_in)
+                        .resume(&env.http, &env.target, attempt_id)
+                        .await
+                }
+                LossMode::Hold => None,
+            };
+            if let Some(resumed) = resumed {
+                AttemptEnd::Answered(resumed)
+            } else {
+                lost(env, mode, deadline, attempt_id, answer).await
             }
         }
         // Cut on its way: the agent holds bytes it cannot parse.
@@ -562,6 +566,28 @@ async fn send_attempt(
         replans: fate.replans,
         redelivery,
         retry_after,
+    }
+}
+
+/// An answer lost on its way to the agent: held past its timeout (then
+/// cancelled, by a protocol with a cancel) or cut with its connection.
+async fn lost(
+    env: &AgentEnv,
+    mode: LossMode,
+    deadline: tokio::time::Instant,
+    attempt_id: &str,
+    answer: Answer,
+) -> AttemptEnd {
+    if mode == LossMode::Hold {
+        tokio::time::sleep_until(deadline).await;
+        // The agent timed out: a protocol with a cancel sends it.
+        env.way_in
+            .timed_out(&env.http, &env.target, attempt_id)
+            .await;
+    }
+    AttemptEnd::Lost {
+        mode,
+        dropped: answer,
     }
 }
 

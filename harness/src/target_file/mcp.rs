@@ -7,6 +7,7 @@
 //! path = "/mcp"                          # optional: where it answers MCP
 //! identity = { meta = "io.example/idempotency-key" }   # optional: "nowhere" (default),
 //!                                        # { argument = "..." }, { meta = "..." } or { param = "..." }
+//! sessions = "shared"                    # optional: or "per-attempt", a session per tools/call
 //! [mcp.tools.charge_card]                # optional, per scenario tool
 //! name = "create_charge"                 # the server's tool
 //! arguments = { amount = "{amount_cents}", memo = "for {invoice}" }
@@ -36,6 +37,15 @@ pub(super) struct McpFile {
     identity: Option<IdentityFile>,
     #[serde(default)]
     tools: BTreeMap<String, ToolFile>,
+    #[serde(default)]
+    sessions: Option<SessionsFile>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum SessionsFile {
+    Shared,
+    PerAttempt,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -83,6 +93,15 @@ impl McpFile {
         if let (Transport::Stdio, Some(path)) = (self.transport, &self.path) {
             return Err(format!("mcp.path '{path}' is where a Streamable HTTP server answers, and a stdio server has none: remove it"));
         }
+        let sessions = match (self.sessions, self.transport) {
+            (None | Some(SessionsFile::Shared), _) => crate::way_in::mcp::Sessions::Shared,
+            (Some(SessionsFile::PerAttempt), Transport::StreamableHttp) => {
+                crate::way_in::mcp::Sessions::PerAttempt
+            }
+            (Some(SessionsFile::PerAttempt), Transport::Stdio) => {
+                return Err("mcp.sessions \"per-attempt\" opens a session per tools/call, and a stdio server has one: its pipes. Use \"shared\" (the default) with transport = \"stdio\", or serve Streamable HTTP".to_owned())
+            }
+        };
         let path = match self.path {
             Some(path) if path.starts_with('/') => path,
             Some(path) => {
@@ -169,7 +188,8 @@ impl McpFile {
             identity,
             tools,
             response.unwrap_or_default(),
-        ))
+        )
+        .with_sessions(sessions))
     }
 }
 

@@ -887,6 +887,14 @@ command = ["python3", "server.py"]
             ),
             ("[mcp]\ntransport = \"streamable-http\"\npath = \"mcp\"\n", "must start with '/'"),
             (
+                "[mcp]\ntransport = \"stdio\"\nsessions = \"per-attempt\"\n",
+                "a stdio server has one: its pipes",
+            ),
+            (
+                "[mcp]\ntransport = \"streamable-http\"\nsessions = \"pooled\"\n",
+                "expected `shared` or `per-attempt`",
+            ),
+            (
                 "[mcp]\ntransport = \"streamable-http\"\nidentity = \"header\"\n",
                 "is not a place; identity = \"nowhere\"",
             ),

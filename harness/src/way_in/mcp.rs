@@ -5,10 +5,16 @@
 //! Per server process, one session: `initialize` (and its `initialized`
 //! notification), then `tools/list`, whose tools and annotations are kept
 //! for the run's history; again when the server no longer knows the session
-//! (`404` after a restart). Each attempt is one `tools/call` with a JSON-RPC
-//! id of its own, mapped from the scenario's tool call by `[mcp.tools]` with
-//! the templates `[request.fields]` uses, and read back with `[response]`'s
-//! pointers into `structuredContent` (or the JSON in its first text content).
+//! (`404` after a restart). With `sessions = "per-attempt"` each attempt
+//! opens a session of its own instead, as separate clients (subagents,
+//! workers) would; the history records the session of every attempt.
+//!
+//! Each attempt is one `tools/call` with a JSON-RPC id of its own, mapped
+//! from the scenario's tool call by `[mcp.tools]` with the templates
+//! `[request.fields]` uses, and read back with `[response]`'s pointers into
+//! `structuredContent` (or the JSON in its first text content). A stream
+//! cut before its result is resumed with `Last-Event-ID` where the server
+//! offers it (`mcp/resume.rs`).
 //!
 //! It speaks JSON-RPC over chaos's own HTTP [`Client`], with rmcp (the
 //! official Rust SDK) giving the protocol's types. rmcp's client service is
@@ -29,11 +35,13 @@ use chaos_kit::protocol::{Outcome, ATTEMPT_ID};
 use rmcp::model::{CallToolResult, ListToolsResult, ProtocolVersion, Tool};
 use serde_json::{json, Value};
 
+mod resume;
+
 use super::mapped::{ResponseMapping, Template};
 use super::{
-    CallArguments, CallValues, Cancelling, Outgoing, Ready, Readying, Reply, Sending, Way,
+    CallArguments, CallValues, Cancelling, Outgoing, Ready, Readying, Reply, Resuming, Sending, Way,
 };
-use crate::history::{Answer, DeclaredTool, McpSeen};
+use crate::history::{Answer, DeclaredTool, McpSeen, Resumed};
 
 /// The `[mcp]` table, read.
 #[derive(Debug, Clone)]
@@ -48,6 +56,8 @@ pub(crate) struct Mcp {
     /// here is called by its own name with the arguments as the model wrote them.
     pub tools: BTreeMap<String, ToolMapping>,
     pub response: ResponseMapping,
+    /// Which session each attempt's `tools/call` goes on.
+    pub sessions: Sessions,
     /// Scenario tool -> the server's tool, for the tools `[mcp.tools]`
     /// renames: the authority grants and lists them by the server's names,
     /// as a server that checks its caller's scope knows only its own.
@@ -65,12 +75,14 @@ impl PartialEq for Mcp {
             &self.identity,
             &self.tools,
             &self.response,
+            self.sessions,
         ) == (
             other.transport,
             &other.path,
             &other.identity,
             &other.tools,
             &other.response,
+            other.sessions,
         )
     }
 }
@@ -87,6 +99,20 @@ pub(crate) enum Transport {
     /// (`live/stdio.rs`), so every attempt still goes over the trial's
     /// HTTP client and meets the agent's faults unchanged.
     Stdio,
+}
+
+/// Which MCP session each attempt's `tools/call` goes on: the choice that
+/// decides whether calls of one operation in flight at once (`concurrency`,
+/// `subagents`) share a session, which a server may key its work by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum Sessions {
+    /// One session per server process, every attempt of every trial on it:
+    /// one MCP client (an agent's host) holds one session per server.
+    #[default]
+    Shared,
+    /// A session of its own for every attempt (`initialize`, `initialized`),
+    /// as separate clients calling one server would.
+    PerAttempt,
 }
 
 /// The `_meta` key under which a call to a stdio server carries what an
@@ -134,7 +160,23 @@ struct State {
     /// The request id and session of each answered attempt, by attempt id,
     /// until the agent says whether it waited for it: a fault may hold the
     /// answer past its timeout, and then the call is cancelled.
-    answered: Mutex<HashMap<String, (u64, Session)>>,
+    answered: Mutex<HashMap<String, SentCall>>,
+    /// What resuming each attempt's cut stream came to, by attempt id.
+    resumed: Mutex<HashMap<String, Resumed>>,
+    /// The session each attempt's `tools/call` went on, by attempt id.
+    session_of: Mutex<HashMap<String, String>>,
+}
+
+/// One `tools/call` the server answered: what a cancel or a resumption of
+/// it needs.
+#[derive(Debug, Clone)]
+struct SentCall {
+    /// Its JSON-RPC id.
+    id: u64,
+    session: Session,
+    /// The id of the last SSE event before its response, when the server
+    /// numbered its events (`resume.rs`).
+    resume_from: Option<String>,
 }
 
 /// Most answered attempts remembered for a cancel: a run's attempts are
@@ -146,6 +188,18 @@ struct Session {
     /// `Mcp-Session-Id`, when the server gave one.
     id: Option<String>,
     protocol: String,
+    /// Which `initialize` of the run opened it, counted from 1: names the
+    /// session in the history when the server gives it no id.
+    number: u64,
+}
+
+impl Session {
+    fn label(&self) -> String {
+        match &self.id {
+            Some(id) => id.clone(),
+            None => format!("initialize #{}", self.number),
+        }
+    }
 }
 
 /// The protocol chaos asks for: the newest with an `initialize` handshake.
@@ -183,8 +237,14 @@ impl Mcp {
             tools,
             response,
             names,
+            sessions: Sessions::Shared,
             state: Arc::default(),
         }
+    }
+
+    /// The same way in, its attempts on the sessions `sessions` says.
+    pub(crate) fn with_sessions(self, sessions: Sessions) -> Mcp {
+        Mcp { sessions, ..self }
     }
 
     fn tool_name<'a>(&'a self, tool: &'a str) -> &'a str {
@@ -254,16 +314,34 @@ impl Mcp {
         if let Some(session) = lock(&self.state.sessions).get(target) {
             return Ok(session.clone());
         }
-        let session = self.handshake(http, target, timeout).await?;
+        let session = self.handshake(http, target, timeout, true).await?;
         lock(&self.state.sessions).insert(target.to_owned(), session.clone());
         Ok(session)
     }
 
+    /// The session one attempt's `tools/call` goes on: the process's own,
+    /// or with `sessions = "per-attempt"` a new one (its tools were listed
+    /// when the process became ready, and a client of the same server
+    /// would find the same list).
+    async fn session_for_attempt(
+        &self,
+        http: &Client,
+        target: &str,
+        timeout: Duration,
+    ) -> Result<Session, Handshake> {
+        match self.sessions {
+            Sessions::Shared => self.session(http, target, timeout).await,
+            Sessions::PerAttempt => self.handshake(http, target, timeout, false).await,
+        }
+    }
+
+    /// `initialize` and `initialized`, then `tools/list` when `list`.
     async fn handshake(
         &self,
         http: &Client,
         target: &str,
         timeout: Duration,
+        list: bool,
     ) -> Result<Session, Handshake> {
         let id = self.id();
         let initialize = json!({
@@ -296,6 +374,7 @@ impl Mcp {
                 .and_then(Value::as_str)
                 .unwrap_or(protocol().as_str())
                 .to_owned(),
+            number: self.state.initialized.load(Ordering::Relaxed) + 1,
         };
         let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         let answer = http
@@ -308,7 +387,9 @@ impl Mcp {
                 answer.status
             )));
         }
-        self.list_tools(http, target, &session, timeout).await?;
+        if list {
+            self.list_tools(http, target, &session, timeout).await?;
+        }
         self.state.initialized.fetch_add(1, Ordering::Relaxed);
         Ok(session)
     }
@@ -470,7 +551,7 @@ impl Mcp {
         // A server that lost the session (restarted) says 404: a new
         // session, and the call once more, which it never processed.
         for _ in 0..2 {
-            let session = match self.session(http, target, left()).await {
+            let session = match self.session_for_attempt(http, target, left()).await {
                 Ok(session) => session,
                 Err(Handshake::Transport(failure)) => return Err(failure),
                 Err(Handshake::Refused(why)) => return Ok(unknown(200, why)),
@@ -521,6 +602,8 @@ impl Mcp {
                 request = request.header(name, *value);
             }
             request = request.header("authorization", format!("Bearer {}", outgoing.values.token));
+            // Recorded when sent: a call whose answer is lost went on it too.
+            lock(&self.state.session_of).insert(attempt.to_owned(), session.label());
             let response = match http.call(target, request, left()).await {
                 Ok(response) => response,
                 Err(CallFailure::Timeout) => {
@@ -544,7 +627,14 @@ impl Mcp {
                 if answered.len() >= MOST_ANSWERED {
                     answered.clear();
                 }
-                answered.insert(attempt.to_owned(), (id, session.clone()));
+                answered.insert(
+                    attempt.to_owned(),
+                    SentCall {
+                        id,
+                        session: session.clone(),
+                        resume_from: resume::resume_point(&response, id),
+                    },
+                );
             }
             return Ok(Reply {
                 answer: self.read_call(&response, id),
@@ -720,10 +810,15 @@ impl Way for Mcp {
     ) -> Cancelling<'a> {
         Box::pin(async move {
             let answered = lock(&self.state.answered).remove(attempt);
-            if let Some((id, session)) = answered {
-                self.cancel(http, target, &session, id, attempt).await;
+            if let Some(sent) = answered {
+                self.cancel(http, target, &sent.session, sent.id, attempt)
+                    .await;
             }
         })
+    }
+
+    fn resume<'a>(&'a self, http: &'a Client, target: &'a str, attempt: &'a str) -> Resuming<'a> {
+        Box::pin(self.resume_stream(http, target, attempt))
     }
 
     fn readiness(&self, addr: &str) -> String {
@@ -756,6 +851,25 @@ impl Way for Mcp {
                 .cloned()
                 .collect(),
             sessions: self.state.initialized.load(Ordering::Relaxed),
+            resumed: {
+                let mut resumed = lock(&self.state.resumed);
+                (attempts.iter())
+                    .filter_map(|attempt| {
+                        let resumed = resumed.remove(*attempt)?;
+                        Some(((*attempt).to_owned(), resumed))
+                    })
+                    .collect()
+            },
+            // Taken out: the trial has ended, and the run's map stays small.
+            session_of: {
+                let mut session_of = lock(&self.state.session_of);
+                (attempts.iter())
+                    .filter_map(|attempt| {
+                        let session = session_of.remove(*attempt)?;
+                        Some(((*attempt).to_owned(), session))
+                    })
+                    .collect()
+            },
         })
     }
 }

@@ -126,6 +126,19 @@ pub(crate) trait Way: Send + Sync {
     ) -> Cancelling<'a> {
         Box::pin(std::future::ready(()))
     }
+    /// Attempt `attempt`'s answer was lost to a connection closed before
+    /// it was read (`lose-response` at `target-to-agent`, mode `reset`): a
+    /// way in whose protocol can resume the stream it came on does so, and
+    /// hands back the answer the resumed stream carried. None, unless it
+    /// can: the answer is lost and the agent retries.
+    fn resume<'a>(
+        &'a self,
+        _http: &'a Client,
+        _target: &'a str,
+        _attempt: &'a str,
+    ) -> Resuming<'a> {
+        Box::pin(std::future::ready(None))
+    }
     /// What [`Way::ready`] waits for, as an error says it was not done.
     fn readiness(&self, addr: &str) -> String {
         format!("answer GET /healthz on {addr} with 200")
@@ -210,6 +223,9 @@ pub(crate) type Sending<'a> = Pin<Box<dyn Future<Output = Result<Reply, CallFail
 
 /// A cancel on its way.
 pub(crate) type Cancelling<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// A resumed stream's answer, when it carried one.
+pub(crate) type Resuming<'a> = Pin<Box<dyn Future<Output = Option<Answer>> + Send + 'a>>;
 
 /// What a way in sets up before the target starts.
 pub(crate) type Preparing<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
@@ -322,6 +338,15 @@ impl WayIn {
         attempt: &'a str,
     ) -> Cancelling<'a> {
         self.unit().timed_out(http, target, attempt)
+    }
+
+    pub(crate) fn resume<'a>(
+        &'a self,
+        http: &'a Client,
+        target: &'a str,
+        attempt: &'a str,
+    ) -> Resuming<'a> {
+        self.unit().resume(http, target, attempt)
     }
 
     pub(crate) fn readiness(&self, addr: &str) -> String {

@@ -25,6 +25,17 @@
 //! message per line), listening nowhere: the caller's token and the run's
 //! structure, which HTTP requests carry as headers, come under the
 //! `chaos/headers` key of each call's `_meta` (docs/target-protocol.md §1.4).
+//!
+//! `--resumable` (Streamable HTTP only) keeps every stream's events
+//! (`resume.rs`): a client whose stream closed before it read a result
+//! resumes it with `Last-Event-ID` and is sent the result, so the call
+//! acted once. Without it the events are numbered (the server offers
+//! resumption) and a resume after the result finds nothing.
+//!
+//! `--stranger-ids` (Streamable HTTP only) is a broken server for chaos's
+//! bad-input tests: every `tools/call` is acted on as the variant does, and
+//! its response then goes out under a JSON-RPC id the client never sent
+//! (the request's id plus [`STRANGER_OFFSET`]).
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,6 +64,8 @@ use serde_json::{json, Value};
 use target_ledger::store::DiskStore;
 use target_ledger::{Handler, KeyFrom, Options};
 use tower_service::Service as _;
+
+mod resume;
 
 /// The `_meta` key the correct variant reads the caller's operation id from.
 const META_KEY: &str = "chaos/idempotency-key";
@@ -94,7 +107,12 @@ struct Server {
 }
 
 fn main() -> std::process::ExitCode {
-    let (variant, stdio) = match flags() {
+    let Flags {
+        variant,
+        stdio,
+        resumable,
+        stranger_ids,
+    } = match flags() {
         Ok(flags) => flags,
         Err(message) => {
             eprintln!("mcp-ledger: {message}");
@@ -141,22 +159,38 @@ fn main() -> std::process::ExitCode {
             running.waiting().await?;
             return Ok(());
         }
-        serve(env.listen().await?, server).await?;
+        serve(env.listen().await?, server, resumable, stranger_ids).await?;
         Ok(())
     })
 }
 
-const USAGE: &str = "usage: mcp-ledger [--variant naive|correct] [--stdio]";
+const USAGE: &str =
+    "usage: mcp-ledger [--variant naive|correct] [--stdio | --resumable | --stranger-ids]";
 
-/// `--variant NAME` (or `MCP_LEDGER_VARIANT`; `naive` when neither) and
-/// whether `--stdio` was given.
-fn flags() -> Result<(&'static str, bool), String> {
+/// What `--stranger-ids` adds to a `tools/call`'s id in its response.
+const STRANGER_OFFSET: u64 = 1_000_000;
+
+/// The command line, read.
+struct Flags {
+    variant: &'static str,
+    stdio: bool,
+    resumable: bool,
+    stranger_ids: bool,
+}
+
+/// `--variant NAME` (or `MCP_LEDGER_VARIANT`; `naive` when neither),
+/// `--stdio` and `--stranger-ids`.
+fn flags() -> Result<Flags, String> {
     let mut args = std::env::args().skip(1);
     let mut named = std::env::var("MCP_LEDGER_VARIANT").unwrap_or_else(|_| "naive".into());
     let mut stdio = false;
+    let mut stranger_ids = false;
+    let mut resumable = false;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--stdio" => stdio = true,
+            "--stranger-ids" => stranger_ids = true,
+            "--resumable" => resumable = true,
             "--variant" => {
                 named = args
                     .next()
@@ -165,13 +199,26 @@ fn flags() -> Result<(&'static str, bool), String> {
             other => return Err(format!("unknown argument '{other}'; {USAGE}")),
         }
     }
-    match named.as_str() {
-        "naive" => Ok(("naive", stdio)),
-        "correct" => Ok(("correct", stdio)),
-        other => Err(format!(
-            "unknown variant '{other}'; choose naive or correct"
-        )),
+    if stdio && (stranger_ids || resumable) {
+        return Err(format!(
+            "--stranger-ids and --resumable are about Streamable HTTP answers, and --stdio has none: give one of them; {USAGE}"
+        ));
     }
+    let variant = match named.as_str() {
+        "naive" => "naive",
+        "correct" => "correct",
+        other => {
+            return Err(format!(
+                "unknown variant '{other}'; choose naive or correct"
+            ))
+        }
+    };
+    Ok(Flags {
+        variant,
+        stdio,
+        resumable,
+        stranger_ids,
+    })
 }
 
 /// Serves MCP at `/mcp` and the readiness probe at `/healthz` until
@@ -179,10 +226,16 @@ fn flags() -> Result<(&'static str, bool), String> {
 async fn serve(
     listener: tokio::net::TcpListener,
     server: Server,
+    resumable: bool,
+    stranger_ids: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    let mut sessions = LocalSessionManager::default();
+    if resumable {
+        sessions = sessions.with_event_store(Arc::new(resume::Events::default()));
+    }
     let mcp = StreamableHttpService::new(
         move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(sessions),
         StreamableHttpServerConfig::default(),
     );
     let shutdown = process::shutdown_signal();
@@ -211,6 +264,9 @@ async fn serve(
                         *response.status_mut() = http::StatusCode::NOT_FOUND;
                         return Ok(response);
                     }
+                    if stranger_ids && request.method() == http::Method::POST {
+                        return Ok(answer_stranger_id(&mut mcp, request).await);
+                    }
                     mcp.call(request).await
                 }
             });
@@ -220,6 +276,64 @@ async fn serve(
                 .await;
         });
     }
+}
+
+type Answer = http::Response<http_body_util::combinators::BoxBody<Bytes, Infallible>>;
+
+/// `--stranger-ids`: the POST is served as usual (a `tools/call` acts), and
+/// the response to a `tools/call` is rewritten to an id its client never
+/// sent. Other requests (`initialize`, `tools/list`) are left alone, so the
+/// session opens and the fault meets the calls only.
+async fn answer_stranger_id(
+    mcp: &mut StreamableHttpService<Server, LocalSessionManager>,
+    request: http::Request<hyper::body::Incoming>,
+) -> Answer {
+    let (parts, body) = request.into_parts();
+    let Ok(body) = body.collect().await.map(|body| body.to_bytes()) else {
+        let mut response = http::Response::new(Full::new(Bytes::new()).boxed());
+        *response.status_mut() = http::StatusCode::BAD_REQUEST;
+        return response;
+    };
+    let call_id = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|message| {
+            (message.get("method")? == "tools/call").then(|| message.get("id")?.as_u64())?
+        });
+    let Ok(response) = mcp
+        .call(http::Request::from_parts(parts, Full::new(body)))
+        .await;
+    let Some(id) = call_id else {
+        return response;
+    };
+    let (parts, body) = response.into_parts();
+    // The stream ends once the response is sent: read whole, then rewritten.
+    let text = match body.collect().await {
+        Ok(body) => String::from_utf8_lossy(&body.to_bytes()).into_owned(),
+        Err(never) => match never {},
+    };
+    let rewritten: Vec<String> = text
+        .split('\n')
+        .map(|line| stranger(line, id).unwrap_or_else(|| line.to_owned()))
+        .collect();
+    let mut parts = parts;
+    parts.headers.remove(http::header::CONTENT_LENGTH);
+    http::Response::from_parts(parts, Full::new(Bytes::from(rewritten.join("\n"))).boxed())
+}
+
+/// A line of the answer (an SSE `data:` line, or a JSON body) holding the
+/// response to request `id`, under the stranger id instead.
+fn stranger(line: &str, id: u64) -> Option<String> {
+    let (prefix, json) = match line.strip_prefix("data:") {
+        Some(data) => ("data: ", data.trim_start()),
+        None => ("", line),
+    };
+    let mut message: Value = serde_json::from_str(json).ok()?;
+    let is_response = message.get("result").is_some() || message.get("error").is_some();
+    if !is_response || message.get("id").and_then(Value::as_u64) != Some(id) {
+        return None;
+    }
+    message["id"] = json!(id + STRANGER_OFFSET);
+    Some(format!("{prefix}{message}"))
 }
 
 impl ServerHandler for Server {
