@@ -286,3 +286,211 @@ fn published_celery_verdicts_match_the_queue_scenarios_the_pins_and_their_render
         "{CELERY}/summary.md is not what its report.json renders to; regenerate with {REGENERATE}"
     );
 }
+
+/// Real third-party MCP servers that send mail, published beside the
+/// libraries (issue 23, item 6): `libraries/mcp-servers/<name>/`, each run
+/// over stdio with chaos as its MCP client and its mail server.
+fn mcp_servers() -> Vec<(String, PathBuf)> {
+    let root = common::repo_root().join("libraries/mcp-servers");
+    let mut found: Vec<(String, PathBuf)> = std::fs::read_dir(&root)
+        .expect("libraries/mcp-servers/ exists")
+        .map(|entry| entry.unwrap().path())
+        .filter(|dir| dir.join("target.toml").is_file())
+        .map(|dir| (dir.file_name().unwrap().to_string_lossy().into_owned(), dir))
+        .collect();
+    found.sort();
+    assert!(
+        found.len() >= 2,
+        "issue 23 publishes at least two third-party MCP servers"
+    );
+    found
+}
+
+/// What `regenerate` runs against a mail-sending MCP server, as the paths it
+/// passes: `scenarios/smtp/*.toml` and the top-level `scenarios/*-blind*.toml`
+/// (the scenarios a mail server, which deduplicates nothing, can serve).
+fn mail_scenarios() -> Vec<(String, String)> {
+    let smtp = common::scenarios_in(&common::scenarios_dir().join("smtp"))
+        .into_iter()
+        .map(|scenario| {
+            let path = format!("scenarios/smtp/{}.toml", scenario.name);
+            (scenario.name, path)
+        });
+    let blind = common::all_scenarios()
+        .into_iter()
+        .filter(|scenario| scenario.name.contains("-blind"))
+        .map(|scenario| {
+            let path = format!("scenarios/{}.toml", scenario.name);
+            (scenario.name, path)
+        });
+    let mut all: Vec<(String, String)> = smtp.chain(blind).collect();
+    all.sort();
+    assert!(all.len() >= 6, "the SMTP scenarios and the blind ones");
+    all
+}
+
+/// The MCP tool a server's target file maps the suite's `send_reminder` to.
+fn mapped_tool(dir: &Path) -> String {
+    let text = std::fs::read_to_string(dir.join("target.toml")).unwrap();
+    let file: toml::Value = toml::from_str(&text).unwrap();
+    file["mcp"]["tools"]["send_reminder"]["name"]
+        .as_str()
+        .expect("the target file maps send_reminder to the server's tool")
+        .to_owned()
+}
+
+// guards: the published MCP server verdicts are those of the current mail
+// scenarios, with the current pins, render to their summary.md, and carry
+// the hints each server declared for the tool it was called through
+#[test]
+fn published_mcp_server_reports_match_the_mail_scenarios_the_pins_and_their_rendering() {
+    let scenarios: Vec<String> = mail_scenarios().into_iter().map(|(name, _)| name).collect();
+    let index = std::fs::read_to_string(common::repo_root().join("reports/libraries/README.md"))
+        .expect("reports/libraries/README.md exists");
+    for (name, dir) in mcp_servers() {
+        let out = published(&name);
+        let report = read_json(&out.join("report.json"));
+        common::assert_valid_report(&report);
+        let mut covered: Vec<String> = report["scenarios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|scenario| scenario["name"].as_str().unwrap().to_owned())
+            .collect();
+        covered.sort();
+        assert_eq!(
+            covered, scenarios,
+            "reports/libraries/{name} does not cover exactly scenarios/smtp/*.toml and scenarios/*-blind*.toml; regenerate with {REGENERATE}"
+        );
+        let targets: Vec<&str> = report["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|target| target["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(targets, [name.as_str()], "reports/libraries/{name}");
+        assert_eq!(report["transport"], "live", "reports/libraries/{name}");
+
+        let pins = std::fs::read_to_string(dir.join("requirements.txt")).unwrap();
+        let run_with = std::fs::read_to_string(out.join("requirements.txt")).unwrap();
+        assert_eq!(
+            run_with, pins,
+            "libraries/mcp-servers/{name}/requirements.txt changed since the published run; regenerate with {REGENERATE}"
+        );
+        let pin = pins
+            .lines()
+            .find(|line| line.split("==").next() == Some(name.as_str()))
+            .unwrap_or_else(|| panic!("libraries/mcp-servers/{name}/requirements.txt pins {name}"));
+        let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
+        assert!(
+            readme.contains(pin),
+            "reports/libraries/{name}/README.md names the version it judged ({pin})"
+        );
+        assert!(
+            index.contains(&format!("[{name}]")),
+            "reports/libraries/README.md lists {name}"
+        );
+
+        // The hints come from the server's own tools/list, in every cell
+        // that called it: what it declared is part of the verdict.
+        let tool = mapped_tool(&dir);
+        for cell in report["cells"].as_array().unwrap() {
+            if cell["verdict"] == "excluded" {
+                continue;
+            }
+            let declared = cell["declared_tools"].as_array().unwrap_or_else(|| {
+                panic!(
+                    "reports/libraries/{name}: cell {} declares no tools",
+                    cell["scenario"]
+                )
+            });
+            assert!(
+                declared
+                    .iter()
+                    .any(|entry| entry["mcp-tool"] == tool.as_str()),
+                "reports/libraries/{name}: cell {} lacks what {tool} declared: {declared:?}",
+                cell["scenario"]
+            );
+        }
+
+        let summary = json::read(&out.join("report.json"))
+            .unwrap_or_else(|error| panic!("reports/libraries/{name}/report.json: {error}"));
+        let rendered = markdown::render(&summary);
+        // Markdown escapes the name's underscores.
+        let shown = tool.replace('_', "\\_");
+        assert!(
+            rendered.contains("MCP tools as their servers declare them")
+                && rendered.contains(&shown),
+            "reports/libraries/{name}: the summary shows the hints {tool} declared"
+        );
+        let checked_in = std::fs::read_to_string(out.join("summary.md")).unwrap();
+        assert!(
+            rendered == checked_in,
+            "reports/libraries/{name}/summary.md is not what its report.json renders to; regenerate with {REGENERATE}"
+        );
+    }
+}
+
+// Live: each server's venv (its target file's `build`,
+// `libraries/mcp-servers/<name>/setup`), chaos as its MCP client over stdio
+// and its mail server. One trial a cell, as for the libraries above.
+#[test]
+fn published_mcp_server_findings_still_hold_at_one_trial() {
+    let out = common::temp_dir("mcp-servers-live");
+    let mut args: Vec<String> = vec!["run".into()];
+    args.extend(mail_scenarios().into_iter().map(|(_, path)| path));
+    let servers = mcp_servers();
+    for (name, _) in &servers {
+        args.push("--target".into());
+        args.push(format!("libraries/mcp-servers/{name}/target.toml"));
+    }
+    args.extend(["--seeds", "1", "--emit", "json", "--out"].map(String::from));
+    args.push(out.display().to_string());
+    let output = common::chaos_command()
+        .args(&args)
+        .output()
+        .expect("chaos runs");
+    let (_, stderr) = common::text(&output);
+    assert!(
+        matches!(output.status.code(), Some(0 | 1)),
+        "every cell reaches a verdict (exit 0 or 1), got {:?}:\n{stderr}",
+        output.status.code()
+    );
+    let fresh = read_json(&out.join("report.json"));
+    common::assert_valid_report(&fresh);
+
+    let mut problems = Vec::new();
+    for (name, _) in &servers {
+        let published = cells(&read_json(&published(name).join("report.json")));
+        let fresh: BTreeMap<&str, &str> = fresh["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|cell| cell["target"] == name.as_str())
+            .map(|cell| {
+                (
+                    cell["scenario"].as_str().unwrap(),
+                    cell["verdict"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        for (scenario, (verdict, every_trial)) in &published {
+            let now = fresh.get(scenario.as_str()).copied().unwrap_or("missing");
+            if *every_trial && now != "fail" {
+                problems.push(format!(
+                    "{scenario} x {name}: failed on every published trial, now {now}"
+                ));
+            }
+            if verdict != "unknown" && now == "unknown" {
+                problems.push(format!(
+                    "{scenario} x {name}: published {verdict}, now unknown"
+                ));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the published MCP server verdicts are stale (regenerate with {REGENERATE}, and update the findings in reports/libraries/*/README.md):\n{}\n{stderr}",
+        problems.join("\n")
+    );
+}

@@ -264,7 +264,7 @@ struct Message {
 }
 
 /// The parts of a message the attribution reads: unfolded headers and the
-/// text (quoted-printable decoded; other encodings as they are).
+/// text (quoted-printable or base64 decoded; other encodings as they are).
 struct Mail {
     headers: Vec<(String, String)>,
     body: String,
@@ -299,11 +299,13 @@ impl Mail {
     }
 
     fn text(&self) -> String {
-        let quoted_printable = self
-            .header("content-transfer-encoding")
-            .is_some_and(|encoding| encoding.eq_ignore_ascii_case("quoted-printable"));
-        if quoted_printable {
+        let encoding = self.header("content-transfer-encoding").unwrap_or("");
+        if encoding.eq_ignore_ascii_case("quoted-printable") {
             decode_quoted_printable(&self.body)
+        } else if encoding.eq_ignore_ascii_case("base64") {
+            // Python's MIMEText(text, "plain", "utf-8") sends base64
+            // (mcp-email-server): undecoded, its text carries no argument.
+            decode_base64(&self.body)
         } else {
             self.body.clone()
         }
@@ -337,6 +339,32 @@ fn decode_quoted_printable(text: &str) -> String {
                 out.push(byte);
                 at += 1;
             }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// RFC 2045 base64: characters outside the alphabet (line breaks) are
+/// skipped, as §6.8 says, and the text ends at the first `=`.
+fn decode_base64(text: &str) -> String {
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut bits, mut held) = (0u32, 0u32);
+    for byte in text.bytes() {
+        let value = match byte {
+            b'A'..=b'Z' => byte - b'A',
+            b'a'..=b'z' => byte - b'a' + 26,
+            b'0'..=b'9' => byte - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            b'=' => break,
+            _ => continue,
+        };
+        bits = (bits << 6) | u32::from(value);
+        held += 6;
+        if held >= 8 {
+            held -= 8;
+            out.push((bits >> held) as u8);
+            bits &= (1 << held) - 1;
         }
     }
     String::from_utf8_lossy(&out).into_owned()
@@ -416,7 +444,7 @@ async fn session(stream: TcpStream, provider: Arc<dyn Desk>, attribution: Arc<At
                     greeted: true,
                     ..Transaction::default()
                 };
-                format!("250-127.0.0.1 greets {}\r\n250-8BITMIME\r\n250-SMTPUTF8\r\n250 SIZE {MAX_MESSAGE}", rest.trim())
+                format!("250-127.0.0.1 greets {}\r\n250-8BITMIME\r\n250-SMTPUTF8\r\n250-AUTH PLAIN\r\n250 SIZE {MAX_MESSAGE}", rest.trim())
             }
             "HELO" => {
                 transaction = Transaction {
@@ -483,14 +511,61 @@ async fn session(stream: TcpStream, provider: Arc<dyn Desk>, attribution: Arc<At
                 let _ = reply(&mut write, "221 2.0.0 Bye").await;
                 return;
             }
-            "STARTTLS" | "AUTH" | "BDAT" | "ETRN" | "EXPN" | "HELP" => {
-                "502 5.5.1 not implemented".into()
-            }
+            "AUTH" if !transaction.greeted => "503 5.5.1 EHLO first".into(),
+            "AUTH" => match auth(rest) {
+                Auth::Answer(answer) => answer.into(),
+                Auth::Challenge => {
+                    // `AUTH PLAIN` with no initial response: ask for it.
+                    if reply(&mut write, "334 ").await.is_err() {
+                        return;
+                    }
+                    match read_line(&mut reader).await {
+                        Line::Text(line) => auth_response(&line).into(),
+                        Line::Closed => return,
+                        Line::TooLong => "500 5.5.2 line too long".into(),
+                    }
+                }
+            },
+            "STARTTLS" | "BDAT" | "ETRN" | "EXPN" | "HELP" => "502 5.5.1 not implemented".into(),
             _ => "500 5.5.2 unrecognised command".into(),
         };
         if reply(&mut write, &answer).await.is_err() {
             return;
         }
+    }
+}
+
+/// How an `AUTH` command is answered.
+enum Auth {
+    Answer(&'static str),
+    /// `334`, then the client's response on the next line.
+    Challenge,
+}
+
+/// `AUTH PLAIN` (RFC 4954, RFC 4616), any credentials: chaos stands in for
+/// the mail server, whose login is not what is under test, and a sender
+/// that always logs in (mcp-email-server) must reach `DATA` to be tested.
+/// The one mechanism offered, over the plain connection, as a local relay
+/// would; TLS is not offered, so a sender configured for it fails at once.
+fn auth(rest: &str) -> Auth {
+    let mut words = rest.split_whitespace();
+    let mechanism = words.next().unwrap_or("");
+    if !mechanism.eq_ignore_ascii_case("PLAIN") {
+        return Auth::Answer("504 5.5.4 mechanism not supported; AUTH PLAIN is");
+    }
+    match words.next() {
+        None => Auth::Challenge,
+        Some(initial) => Auth::Answer(auth_response(initial.as_bytes())),
+    }
+}
+
+/// The answer to a PLAIN response: `*` cancels (RFC 4954 §4), an empty one
+/// carries no credentials, any other is taken.
+fn auth_response(response: &[u8]) -> &'static str {
+    match response.trim_ascii() {
+        b"*" => "501 5.7.0 authentication cancelled",
+        b"" | b"=" => "535 5.7.8 no credentials given",
+        _ => "235 2.7.0 Authentication successful",
     }
 }
 
@@ -601,6 +676,27 @@ mod tests {
         assert_eq!(address("FROM:<a", "FROM:"), None);
     }
 
+    // guards: a sender that always logs in (mcp-email-server's aiosmtplib
+    // client) must get past AUTH to reach DATA, and a cancel is no login
+    #[test]
+    fn auth_plain_takes_any_credentials_and_nothing_else() {
+        let answer = |rest: &str| match auth(rest) {
+            Auth::Answer(answer) => answer,
+            Auth::Challenge => "334",
+        };
+        // "\0user\0secret", base64.
+        assert_eq!(
+            answer("PLAIN AHVzZXIAc2VjcmV0"),
+            "235 2.7.0 Authentication successful"
+        );
+        assert_eq!(answer("plain"), "334");
+        assert!(answer("LOGIN").starts_with("504"));
+        assert!(answer("CRAM-MD5").starts_with("504"));
+        assert!(answer("PLAIN =").starts_with("535"));
+        assert!(auth_response(b"*").starts_with("501"));
+        assert!(auth_response(b"AHVzZXIAc2VjcmV0\r").starts_with("235"));
+    }
+
     #[test]
     fn quoted_printable_text_is_decoded_and_unwrapped() {
         assert_eq!(
@@ -609,6 +705,24 @@ mod tests {
         );
         // A stray '=' at the end or before non-hex stays as written.
         assert_eq!(decode_quoted_printable("a=zz="), "a=zz=");
+    }
+
+    // guards: a base64 body (Python's MIMEText with utf-8) must be read as
+    // its text, or a message carrying the agent's arguments reads as another
+    // payload (replay-for-changed-payload on every send)
+    #[test]
+    fn base64_text_is_decoded_across_its_line_breaks() {
+        // "Invoice inv-1 is overdue. \u{2713}", base64, wrapped.
+        assert_eq!(
+            decode_base64("SW52b2ljZSBpbnYtMSBp\r\ncyBvdmVyZHVlLiDinJM=\r\n"),
+            "Invoice inv-1 is overdue. \u{2713}"
+        );
+        assert_eq!(decode_base64("YQ=="), "a");
+        assert_eq!(decode_base64(""), "");
+        let mail = Mail::parse(
+            b"Content-Transfer-Encoding: base64\r\n\r\nSW52b2ljZSBpbnYtMSBpcyBvdmVyZHVlLg==\r\n",
+        );
+        assert_eq!(mail.text(), "Invoice inv-1 is overdue.");
     }
 
     fn attribution() -> Attribution {

@@ -10,7 +10,7 @@
 //! sessions = "shared"                    # optional: or "per-attempt", a session per tools/call
 //! [mcp.tools.charge_card]                # optional, per scenario tool
 //! name = "create_charge"                 # the server's tool
-//! arguments = { amount = "{amount_cents}", memo = "for {invoice}" }
+//! arguments = { amount = "{amount_cents}", memo = "for {invoice}", to = ["{recipient}"] }
 //! ```
 //!
 //! `[response]` reads the tool's result (its `structuredContent`, or the
@@ -79,7 +79,15 @@ struct ToolFile {
     #[serde(default)]
     name: Option<String>,
     #[serde(default)]
-    arguments: Option<BTreeMap<String, String>>,
+    arguments: Option<BTreeMap<String, ArgumentFile>>,
+}
+
+/// One argument's template, or a list of them (sent as a JSON array).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ArgumentFile {
+    One(String),
+    List(Vec<String>),
 }
 
 const IDENTITY_CHOICES: &str = "identity = \"nowhere\" (a plain MCP client), { argument = \"idempotency_key\" }, { meta = \"io.example/idempotency-key\" } or { param = \"idempotencyKey\" } (SEP-3182's field)";
@@ -154,18 +162,31 @@ impl McpFile {
         };
         let mut tools = BTreeMap::new();
         for (tool, file) in self.tools {
+            let mut lists = BTreeMap::new();
             let arguments = match file.arguments {
                 Some(arguments) => {
                     let mut templates = BTreeMap::new();
-                    for (name, text) in arguments {
+                    for (name, argument) in arguments {
                         if let IdentityPlace::Argument(key) = &identity {
                             if *key == name {
                                 return Err(format!("mcp.tools.{tool}.arguments.{name}: the operation id goes in this argument (mcp.identity); leave it out of the template"));
                             }
                         }
-                        let template = Template::parse(&text)
-                            .map_err(|why| format!("mcp.tools.{tool}.arguments.{name}: {why}"))?;
-                        templates.insert(name, template);
+                        let parse = |text: &str| {
+                            Template::parse(text)
+                                .map_err(|why| format!("mcp.tools.{tool}.arguments.{name}: {why}"))
+                        };
+                        match argument {
+                            ArgumentFile::One(text) => {
+                                let template = parse(&text)?;
+                                templates.insert(name, template);
+                            }
+                            ArgumentFile::List(texts) => {
+                                let items = texts.iter().map(|text| parse(text));
+                                let items = items.collect::<Result<Vec<_>, _>>()?;
+                                lists.insert(name, items);
+                            }
+                        }
                     }
                     Some(templates)
                 }
@@ -180,7 +201,14 @@ impl McpFile {
                 Some(name) => name,
                 None => tool.clone(),
             };
-            tools.insert(tool, ToolMapping { name, arguments });
+            tools.insert(
+                tool,
+                ToolMapping {
+                    name,
+                    arguments,
+                    lists,
+                },
+            );
         }
         Ok(Mcp::new(
             transport,

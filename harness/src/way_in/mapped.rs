@@ -501,8 +501,20 @@ impl ResponseMapping {
                 ))
             });
         }
-        self.outcomes.get(&value).copied().ok_or_else(|| {
-            Unreadable::Value(format!(
+        // A key ending in `*` names every value that starts with what comes
+        // before it: servers that answer in prose ("Email sent successfully
+        // to ...") vary the rest. An exact key wins, then the longest prefix.
+        let prefixed = || {
+            (self.outcomes.iter())
+                .filter_map(|(key, outcome)| Some((key.strip_suffix('*')?, outcome)))
+                .filter(|(prefix, _)| value.starts_with(prefix))
+                .max_by_key(|(prefix, _)| prefix.len())
+                .map(|(_, outcome)| *outcome)
+        };
+        (self.outcomes.get(&value).copied())
+            .or_else(prefixed)
+            .ok_or_else(|| {
+                Unreadable::Value(format!(
                 "the value \"{value}\" at {pointer} is not in [response.outcomes] (it names {})",
                 self.outcomes
                     .keys()
@@ -510,7 +522,7 @@ impl ResponseMapping {
                     .collect::<Vec<_>>()
                     .join(", ")
             ))
-        })
+            })
     }
 }
 
@@ -740,6 +752,50 @@ mod tests {
         );
         assert_eq!(replay.outcome, Outcome::Replayed);
         assert_eq!(replay.receipt.as_deref(), Some("7"));
+    }
+
+    // guards: a tool that answers in prose (mcp-email-server's send_email)
+    // is read by the start of its text, the longest prefix first
+    #[test]
+    fn an_outcome_key_ending_in_a_star_matches_values_by_their_start() {
+        let mapping = ResponseMapping {
+            outcome: Some("/result".into()),
+            outcomes: BTreeMap::from([
+                ("Email sent successfully*".to_owned(), Outcome::Applied),
+                ("Email delivery [*".to_owned(), Outcome::Failed),
+                ("Email delivery [unknown*".to_owned(), Outcome::Unknown),
+                ("Email delivery [".to_owned(), Outcome::Rejected),
+            ]),
+            ..ResponseMapping::default()
+        };
+        let read = |text: &str| {
+            mapping
+                .interpret(&Response::json(200, &serde_json::json!({"result": text})))
+                .outcome
+        };
+        assert_eq!(
+            read("Email sent successfully to a@b.example"),
+            Outcome::Applied
+        );
+        assert_eq!(
+            read("Email delivery [unknown: a@b.example]"),
+            Outcome::Unknown
+        );
+        assert_eq!(
+            read("Email delivery [failed: a@b.example]"),
+            Outcome::Failed
+        );
+        // An exact key wins over a prefix of it.
+        assert_eq!(read("Email delivery ["), Outcome::Rejected);
+        let unread = mapping.interpret(&Response::json(
+            200,
+            &serde_json::json!({"result": "Email queued"}),
+        ));
+        assert_eq!(unread.outcome, Outcome::Unknown);
+        assert!(unread
+            .unread
+            .unwrap()
+            .contains("not in [response.outcomes]"));
     }
 
     #[test]

@@ -142,6 +142,10 @@ pub(crate) struct ToolMapping {
     pub name: String,
     /// The arguments, each a template; `None` passes the model's on.
     pub arguments: Option<BTreeMap<String, Template>>,
+    /// The arguments the file gives as a list of templates, sent as a JSON
+    /// array: a tool taking `recipients: list[str]` (mcp-email-server's
+    /// `send_email`) refuses one string.
+    pub lists: BTreeMap<String, Vec<Template>>,
 }
 
 #[derive(Debug, Default)]
@@ -262,8 +266,16 @@ impl Mcp {
             .and_then(|mapping| mapping.arguments.as_ref())
         {
             Some(templates) => values.fill(templates, &model),
-            None => model,
+            None => model.clone(),
         };
+        if let Some(mapping) = self.tools.get(values.tool) {
+            for (name, templates) in &mapping.lists {
+                let items = (templates.iter())
+                    .map(|template| template.value(|name| values.lookup(&model, name)))
+                    .collect();
+                arguments.insert(name.clone(), Value::Array(items));
+            }
+        }
         let key = Value::String(values.operation_id.to_owned());
         let mut params = serde_json::Map::new();
         match &self.identity {
@@ -739,6 +751,7 @@ impl Way for Mcp {
     fn admit(&self, _calls: &[CallArguments], _target: &str) -> Result<(), String> {
         let placeholders = |mapping: &ToolMapping| -> Vec<String> {
             (mapping.arguments.iter().flat_map(BTreeMap::values))
+                .chain(mapping.lists.values().flatten())
                 .flat_map(Template::placeholders)
                 .filter(|name| !super::mapped::BUILT_IN.contains(name))
                 .map(str::to_owned)
@@ -1067,6 +1080,10 @@ mod tests {
                         ),
                         ("note".to_owned(), Template::parse("for {invoice}").unwrap()),
                     ])),
+                    lists: BTreeMap::from([(
+                        "to".to_owned(),
+                        vec![Template::parse("{recipient}").unwrap()],
+                    )]),
                 },
             )]),
             ResponseMapping {
@@ -1087,7 +1104,8 @@ mod tests {
         }
     }
 
-    const ARGUMENTS: &[u8] = br#"{"invoice":"inv-1","amount_cents":4999}"#;
+    const ARGUMENTS: &[u8] =
+        br#"{"invoice":"inv-1","amount_cents":4999,"recipient":"billing@a.example"}"#;
 
     #[test]
     fn a_call_is_mapped_and_its_identity_goes_where_the_file_says() {
@@ -1095,7 +1113,8 @@ mod tests {
         let plain = mcp(IdentityPlace::Nowhere).call_params(&values(&arguments));
         assert_eq!(
             plain,
-            json!({"name": "create_charge", "arguments": {"amount": 4999, "note": "for inv-1"}})
+            json!({"name": "create_charge", "arguments": {
+                "amount": 4999, "note": "for inv-1", "to": ["billing@a.example"]}})
         );
         let argument =
             mcp(IdentityPlace::Argument("idempotency_key".into())).call_params(&values(&arguments));
@@ -1103,7 +1122,7 @@ mod tests {
         let meta = mcp(IdentityPlace::Meta("io.example/idempotency-key".into()))
             .call_params(&values(&arguments));
         assert_eq!(meta["_meta"], json!({"io.example/idempotency-key": "op-1"}));
-        assert_eq!(meta["arguments"].as_object().unwrap().len(), 2);
+        assert_eq!(meta["arguments"].as_object().unwrap().len(), 3);
         let param =
             mcp(IdentityPlace::Param("idempotencyKey".into())).call_params(&values(&arguments));
         assert_eq!(param["idempotencyKey"], "op-1");
@@ -1114,7 +1133,8 @@ mod tests {
         };
         assert_eq!(
             mcp(IdentityPlace::Nowhere).call_params(&other),
-            json!({"name": "send_reminder", "arguments": {"invoice": "inv-1", "amount_cents": 4999}})
+            json!({"name": "send_reminder", "arguments": {
+                "invoice": "inv-1", "amount_cents": 4999, "recipient": "billing@a.example"}})
         );
     }
 
@@ -1135,6 +1155,7 @@ mod tests {
                 ToolMapping {
                     name: "send_reminder".into(),
                     arguments: None,
+                    lists: BTreeMap::new(),
                 },
             )]),
             ResponseMapping::default(),
