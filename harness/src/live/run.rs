@@ -212,7 +212,7 @@ async fn drive(
     let attempts = (output.history.attempts.iter())
         .map(|attempt| attempt.attempt_id.as_str())
         .collect();
-    output.history.mcp = target.way_in.seen(&called, &attempts);
+    output.history.mcp = target.way_in.seen(&addrs.target, &called, &attempts);
     starts
         .late
         .fetch_add(output.ledger.late.len() as u64, Ordering::Relaxed);

@@ -541,7 +541,7 @@ impl Mcp {
             "params": {"requestId": id, "reason": "chaos: the agent's timeout passed"}
         });
         // Recorded whether or not the server took it: the client sent it.
-        lock(&self.state.cancelled).push(attempt.to_owned());
+        lock(&self.state.cancelled).push(per_trial(target, attempt));
         let _ = http
             .call(target, self.request(&body, Some(session)), CANCEL_TIMEOUT)
             .await;
@@ -615,7 +615,7 @@ impl Mcp {
             }
             request = request.header("authorization", format!("Bearer {}", outgoing.values.token));
             // Recorded when sent: a call whose answer is lost went on it too.
-            lock(&self.state.session_of).insert(attempt.to_owned(), session.label());
+            lock(&self.state.session_of).insert(per_trial(target, attempt), session.label());
             let response = match http.call(target, request, left()).await {
                 Ok(response) => response,
                 Err(CallFailure::Timeout) => {
@@ -640,7 +640,7 @@ impl Mcp {
                     answered.clear();
                 }
                 answered.insert(
-                    attempt.to_owned(),
+                    per_trial(target, attempt),
                     SentCall {
                         id,
                         session: session.clone(),
@@ -822,7 +822,7 @@ impl Way for Mcp {
         attempt: &'a str,
     ) -> Cancelling<'a> {
         Box::pin(async move {
-            let answered = lock(&self.state.answered).remove(attempt);
+            let answered = lock(&self.state.answered).remove(&per_trial(target, attempt));
             if let Some(sent) = answered {
                 self.cancel(http, target, &sent.session, sent.id, attempt)
                     .await;
@@ -855,36 +855,59 @@ impl Way for Mcp {
         self.transport == Transport::StreamableHttp
     }
 
-    fn seen(&self, called: &BTreeSet<String>, attempts: &BTreeSet<&str>) -> Option<McpSeen> {
+    fn seen(
+        &self,
+        target: &str,
+        called: &BTreeSet<String>,
+        attempts: &BTreeSet<&str>,
+    ) -> Option<McpSeen> {
+        // Taken out: the trial has ended, and the run's maps stay small.
+        let take = |map: &Mutex<HashMap<String, String>>| {
+            let mut map = lock(map);
+            (attempts.iter())
+                .filter_map(|attempt| {
+                    let value = map.remove(&per_trial(target, attempt))?;
+                    Some(((*attempt).to_owned(), value))
+                })
+                .collect()
+        };
         Some(McpSeen {
             tools: self.declared(called),
-            cancelled: lock(&self.state.cancelled)
-                .iter()
-                .filter(|attempt| attempts.contains(attempt.as_str()))
-                .cloned()
-                .collect(),
+            cancelled: {
+                let mut cancelled = lock(&self.state.cancelled);
+                let (ours, others): (Vec<String>, Vec<String>) = std::mem::take(&mut *cancelled)
+                    .into_iter()
+                    .partition(|key| {
+                        attempts
+                            .iter()
+                            .any(|attempt| *key == per_trial(target, attempt))
+                    });
+                *cancelled = others;
+                (ours.iter())
+                    .filter_map(|key| key.split_once(' ').map(|(_, attempt)| attempt.to_owned()))
+                    .collect()
+            },
             sessions: self.state.initialized.load(Ordering::Relaxed),
             resumed: {
                 let mut resumed = lock(&self.state.resumed);
                 (attempts.iter())
                     .filter_map(|attempt| {
-                        let resumed = resumed.remove(*attempt)?;
+                        let resumed = resumed.remove(&per_trial(target, attempt))?;
                         Some(((*attempt).to_owned(), resumed))
                     })
                     .collect()
             },
-            // Taken out: the trial has ended, and the run's map stays small.
-            session_of: {
-                let mut session_of = lock(&self.state.session_of);
-                (attempts.iter())
-                    .filter_map(|attempt| {
-                        let session = session_of.remove(*attempt)?;
-                        Some(((*attempt).to_owned(), session))
-                    })
-                    .collect()
-            },
+            session_of: take(&self.state.session_of),
         })
     }
+}
+
+/// The key of an attempt in the run's maps: its id with the address of the
+/// process it went to. Attempt ids repeat across trials of the same seed,
+/// and with `parallel` such trials run at once, each on a process (and
+/// port) of its own.
+pub(super) fn per_trial(target: &str, attempt: &str) -> String {
+    format!("{target} {attempt}")
 }
 
 /// How a handshake failed.

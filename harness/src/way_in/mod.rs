@@ -211,9 +211,15 @@ pub(crate) trait Way: Send + Sync {
     fn unsettled<'a>(&'a self, _published: &'a [Sent]) -> Reading<'a> {
         Box::pin(std::future::ready(None))
     }
-    /// What this way in learned of the target during a trial whose calls
-    /// are of tools `called` and whose attempts are `attempts` (by id).
-    fn seen(&self, _called: &BTreeSet<String>, _attempts: &BTreeSet<&str>) -> Option<McpSeen> {
+    /// What this way in learned of the target at `target` (its address)
+    /// during a trial whose calls are of tools `called` and whose attempts
+    /// are `attempts` (by id).
+    fn seen(
+        &self,
+        _target: &str,
+        _called: &BTreeSet<String>,
+        _attempts: &BTreeSet<&str>,
+    ) -> Option<McpSeen> {
         None
     }
 }
@@ -399,10 +405,11 @@ impl WayIn {
 
     pub(crate) fn seen(
         &self,
+        target: &str,
         called: &BTreeSet<String>,
         attempts: &BTreeSet<&str>,
     ) -> Option<McpSeen> {
-        self.unit().seen(called, attempts)
+        self.unit().seen(target, called, attempts)
     }
 }
 

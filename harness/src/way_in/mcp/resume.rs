@@ -15,7 +15,7 @@ use std::time::Duration;
 use chaos_kit::http::{Client, Request, Response};
 use serde_json::Value;
 
-use super::{lock, read_message, Mcp, Read};
+use super::{lock, per_trial, read_message, Mcp, Read};
 use crate::history::{Answer, Resumed};
 
 /// How long the resuming `GET` may take: a server that kept the stream
@@ -83,9 +83,9 @@ impl Mcp {
         target: &str,
         attempt: &str,
     ) -> Option<Answer> {
-        let sent = lock(&self.state.answered).remove(attempt)?;
+        let sent = lock(&self.state.answered).remove(&per_trial(target, attempt))?;
         let Some(last) = sent.resume_from else {
-            self.record(attempt, Resumed::NotOffered);
+            self.record(target, attempt, Resumed::NotOffered);
             return None;
         };
         let mut request = Request::get(&self.path)
@@ -98,7 +98,7 @@ impl Mcp {
         let why = match http.call(target, request, RESUME_TIMEOUT).await {
             Ok(response) if response.status == 200 => match read_message(&response, sent.id) {
                 Read::Result(_) | Read::Error { .. } => {
-                    self.record(attempt, Resumed::Replayed { from: last });
+                    self.record(target, attempt, Resumed::Replayed { from: last });
                     return Some(self.read_call(&response, sent.id));
                 }
                 Read::Unreadable(why) => why,
@@ -106,12 +106,12 @@ impl Mcp {
             Ok(response) => format!("the GET was answered status {}", response.status),
             Err(failure) => format!("the GET: {failure}"),
         };
-        self.record(attempt, Resumed::NotReplayed { from: last, why });
+        self.record(target, attempt, Resumed::NotReplayed { from: last, why });
         None
     }
 
-    fn record(&self, attempt: &str, resumed: Resumed) {
-        lock(&self.state.resumed).insert(attempt.to_owned(), resumed);
+    fn record(&self, target: &str, attempt: &str, resumed: Resumed) {
+        lock(&self.state.resumed).insert(per_trial(target, attempt), resumed);
     }
 }
 
