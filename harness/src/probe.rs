@@ -370,17 +370,22 @@ fn suite_free_text(tool: &str) -> Option<&'static str> {
     suite_workloads().get(tool)?.0.as_deref()
 }
 
-/// The steps to take, in order, each with its scenario: the four calls of
-/// an HTTP target, or an MCP server's three per tool its file maps (the
-/// suite's default tool when it maps none).
-fn plan(target: &Target, blind: bool) -> Vec<(&'static Step, Option<String>, Scenario)> {
-    let mcp_tools = match target {
+/// The suite's tools an MCP target's file maps; `None` for any other target.
+fn mcp_tools(target: &Target) -> Option<Vec<String>> {
+    match target {
         Target::Live { file, .. } => match &file.way_in {
             WayIn::Mcp(mcp) => Some(mcp.mapped_tools()),
             _ => None,
         },
         Target::Sim(_) => None,
-    };
+    }
+}
+
+/// The steps to take, in order, each with its scenario: the four calls of
+/// an HTTP target, or an MCP server's three per tool its file maps (the
+/// suite's default tool when it maps none).
+fn plan(target: &Target, blind: bool) -> Vec<(&'static Step, Option<String>, Scenario)> {
+    let mcp_tools = mcp_tools(target);
     let parse = |step: &'static Step, tool: Option<String>| {
         let path = format!("probe/{}.toml", step.name.replace(' ', "-"));
         let text = step.scenario(blind, tool.as_deref());
@@ -415,16 +420,10 @@ fn plan(target: &Target, blind: bool) -> Vec<(&'static Step, Option<String>, Sce
 pub fn probe(target: &Target, cancel: &AtomicBool) -> Option<ProbeReport> {
     let blind = matches!(target, Target::Live { file, .. } if file.provider_api.blind_only());
     let plan = plan(target, blind);
-    let not_probed = match target {
-        Target::Live { file, .. } => match &file.way_in {
-            WayIn::Mcp(mcp) => (mcp.mapped_tools().into_iter())
-                .filter(|tool| suite_workloads().get(tool).is_some_and(|(_, allowed)| *allowed))
-                .map(|tool| format!("tool {tool}: not probed: in the suite every call of it is its own effect (policy \"allow\"); chaos run judges it by that policy"))
-                .collect(),
-            _ => Vec::new(),
-        },
-        Target::Sim(_) => Vec::new(),
-    };
+    let not_probed = (mcp_tools(target).into_iter().flatten())
+        .filter(|tool| suite_workloads().get(tool).is_some_and(|(_, allowed)| *allowed))
+        .map(|tool| format!("tool {tool}: not probed: in the suite every call of it is its own effect (policy \"allow\"); chaos run judges it by that policy"))
+        .collect();
     let driver = target.driver(false, crate::sweep::Payloads::Redacted);
     let mut steps = Vec::new();
     let mut slowest = Slowest::default();
@@ -445,7 +444,7 @@ pub fn probe(target: &Target, cancel: &AtomicBool) -> Option<ProbeReport> {
     }
     let timing = driver.agent_timing();
     driver.finished();
-    let mcp = matches!(target, Target::Live { file, .. } if matches!(file.way_in, WayIn::Mcp(_)));
+    let mcp = mcp_tools(target).is_some();
     Some(ProbeReport {
         target: target.name().to_owned(),
         mcp,
@@ -477,7 +476,7 @@ fn read(step: &Step, judged: &Judged<'_>, target: &Target) -> StepReport {
             hints,
         };
     };
-    let mcp = matches!(target, Target::Live { file, .. } if matches!(file.way_in, WayIn::Mcp(_)));
+    let mcp = mcp_tools(target).is_some();
     for (number, attempt) in run.history.attempts.iter().enumerate() {
         observed.push(format!("call {}: {}", number + 1, describe(attempt, mcp)));
     }

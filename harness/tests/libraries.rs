@@ -70,59 +70,84 @@ fn published_library_reports_match_the_scenarios_the_pins_and_their_rendering() 
     let index = std::fs::read_to_string(common::repo_root().join("reports/libraries/README.md"))
         .expect("reports/libraries/README.md exists");
     for (name, dir) in libraries() {
-        let out = published(&name);
-        let report = read_json(&out.join("report.json"));
-        common::assert_valid_report(&report);
-
-        let mut covered: Vec<String> = report["scenarios"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|scenario| scenario["name"].as_str().unwrap().to_owned())
-            .collect();
-        covered.sort();
-        assert_eq!(
-            covered, scenarios,
-            "reports/libraries/{name} does not cover exactly scenarios/*.toml; regenerate with {REGENERATE}"
-        );
-        let targets: Vec<&str> = report["targets"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|target| target["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(targets, [name.as_str()], "reports/libraries/{name}");
-        assert_eq!(report["transport"], "live", "reports/libraries/{name}");
-
-        let pins = std::fs::read_to_string(dir.join("requirements.txt")).unwrap();
-        let run_with = std::fs::read_to_string(out.join("requirements.txt")).unwrap();
-        assert_eq!(
-            run_with, pins,
-            "libraries/{name}/requirements.txt changed since the published run; regenerate with {REGENERATE}"
-        );
-        let pin = pins
-            .lines()
-            .find(|line| line.split("==").next() == Some(name.as_str()))
-            .unwrap_or_else(|| panic!("libraries/{name}/requirements.txt pins {name}"));
-        let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
-        assert!(
-            readme.contains(pin),
-            "reports/libraries/{name}/README.md names the version it judged ({pin})"
-        );
-        assert!(
-            index.contains(&format!("[{name}]")),
-            "reports/libraries/README.md lists {name}"
-        );
-
-        let summary = json::read(&out.join("report.json"))
-            .unwrap_or_else(|error| panic!("reports/libraries/{name}/report.json: {error}"));
-        let rendered = markdown::render(&summary);
-        let checked_in = std::fs::read_to_string(out.join("summary.md")).unwrap();
-        assert!(
-            rendered == checked_in,
-            "reports/libraries/{name}/summary.md is not what its report.json renders to; regenerate with {REGENERATE}"
+        assert_published(
+            &name,
+            &dir,
+            &scenarios,
+            &index,
+            &format!("libraries/{name}"),
+            "scenarios/*.toml",
         );
     }
+}
+
+/// The checks every published report passes, a library's or an MCP
+/// server's: it is a valid report of exactly `scenarios` against its one
+/// target, live; it was run with the pins in `dir` (`source`, for the
+/// message), whose README names the version judged, listed in `index`;
+/// and its summary.md is what its report.json renders to. The report,
+/// for the caller's own checks.
+fn assert_published(
+    name: &str,
+    dir: &Path,
+    scenarios: &[String],
+    index: &str,
+    source: &str,
+    covers: &str,
+) -> serde_json::Value {
+    let out = published(name);
+    let report = read_json(&out.join("report.json"));
+    common::assert_valid_report(&report);
+
+    let mut covered: Vec<String> = report["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|scenario| scenario["name"].as_str().unwrap().to_owned())
+        .collect();
+    covered.sort();
+    assert_eq!(
+        covered, scenarios,
+        "reports/libraries/{name} does not cover exactly {covers}; regenerate with {REGENERATE}"
+    );
+    let targets: Vec<&str> = report["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|target| target["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(targets, [name], "reports/libraries/{name}");
+    assert_eq!(report["transport"], "live", "reports/libraries/{name}");
+
+    let pins = std::fs::read_to_string(dir.join("requirements.txt")).unwrap();
+    let run_with = std::fs::read_to_string(out.join("requirements.txt")).unwrap();
+    assert_eq!(
+        run_with, pins,
+        "{source}/requirements.txt changed since the published run; regenerate with {REGENERATE}"
+    );
+    let pin = pins
+        .lines()
+        .find(|line| line.split("==").next() == Some(name))
+        .unwrap_or_else(|| panic!("{source}/requirements.txt pins {name}"));
+    let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
+    assert!(
+        readme.contains(pin),
+        "reports/libraries/{name}/README.md names the version it judged ({pin})"
+    );
+    assert!(
+        index.contains(&format!("[{name}]")),
+        "reports/libraries/README.md lists {name}"
+    );
+
+    let summary = json::read(&out.join("report.json"))
+        .unwrap_or_else(|error| panic!("reports/libraries/{name}/report.json: {error}"));
+    let rendered = markdown::render(&summary);
+    let checked_in = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(
+        rendered == checked_in,
+        "reports/libraries/{name}/summary.md is not what its report.json renders to; regenerate with {REGENERATE}"
+    );
+    report
 }
 
 /// Per cell (scenario): (verdict, failed on every trial).
@@ -348,47 +373,13 @@ fn published_mcp_server_reports_match_the_mail_scenarios_the_pins_and_their_rend
     let index = std::fs::read_to_string(common::repo_root().join("reports/libraries/README.md"))
         .expect("reports/libraries/README.md exists");
     for (name, dir) in mcp_servers() {
-        let out = published(&name);
-        let report = read_json(&out.join("report.json"));
-        common::assert_valid_report(&report);
-        let mut covered: Vec<String> = report["scenarios"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|scenario| scenario["name"].as_str().unwrap().to_owned())
-            .collect();
-        covered.sort();
-        assert_eq!(
-            covered, scenarios,
-            "reports/libraries/{name} does not cover exactly scenarios/smtp/*.toml and scenarios/*-blind*.toml; regenerate with {REGENERATE}"
-        );
-        let targets: Vec<&str> = report["targets"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|target| target["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(targets, [name.as_str()], "reports/libraries/{name}");
-        assert_eq!(report["transport"], "live", "reports/libraries/{name}");
-
-        let pins = std::fs::read_to_string(dir.join("requirements.txt")).unwrap();
-        let run_with = std::fs::read_to_string(out.join("requirements.txt")).unwrap();
-        assert_eq!(
-            run_with, pins,
-            "libraries/mcp-servers/{name}/requirements.txt changed since the published run; regenerate with {REGENERATE}"
-        );
-        let pin = pins
-            .lines()
-            .find(|line| line.split("==").next() == Some(name.as_str()))
-            .unwrap_or_else(|| panic!("libraries/mcp-servers/{name}/requirements.txt pins {name}"));
-        let readme = std::fs::read_to_string(out.join("README.md")).unwrap();
-        assert!(
-            readme.contains(pin),
-            "reports/libraries/{name}/README.md names the version it judged ({pin})"
-        );
-        assert!(
-            index.contains(&format!("[{name}]")),
-            "reports/libraries/README.md lists {name}"
+        let report = assert_published(
+            &name,
+            &dir,
+            &scenarios,
+            &index,
+            &format!("libraries/mcp-servers/{name}"),
+            "scenarios/smtp/*.toml and scenarios/*-blind*.toml",
         );
 
         // The hints come from the server's own tools/list, in every cell
@@ -413,20 +404,14 @@ fn published_mcp_server_reports_match_the_mail_scenarios_the_pins_and_their_rend
             );
         }
 
-        let summary = json::read(&out.join("report.json"))
-            .unwrap_or_else(|error| panic!("reports/libraries/{name}/report.json: {error}"));
-        let rendered = markdown::render(&summary);
-        // Markdown escapes the name's underscores.
+        // The summary.md is what report.json renders to (above), and it
+        // shows the hints. Markdown escapes the name's underscores.
+        let rendered = std::fs::read_to_string(published(&name).join("summary.md")).unwrap();
         let shown = tool.replace('_', "\\_");
         assert!(
             rendered.contains("MCP tools as their servers declare them")
                 && rendered.contains(&shown),
             "reports/libraries/{name}: the summary shows the hints {tool} declared"
-        );
-        let checked_in = std::fs::read_to_string(out.join("summary.md")).unwrap();
-        assert!(
-            rendered == checked_in,
-            "reports/libraries/{name}/summary.md is not what its report.json renders to; regenerate with {REGENERATE}"
         );
     }
 }
