@@ -340,16 +340,38 @@ fn within(limit: std::time::Duration, mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
-/// Every queue on the RabbitMQ broker, by name.
-fn all_queues() -> Vec<String> {
-    let output = Command::new("rabbitmqctl")
-        .args(["list_queues", "name", "--quiet", "--no-table-headers"])
-        .output()
-        .expect("rabbitmqctl runs");
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|line| line.trim().to_owned())
-        .collect()
+/// Whether RabbitMQ has the queue `name`, asked over AMQP with a passive
+/// declare: in milliseconds, where `rabbitmqctl` takes a second or more to
+/// start under load, longer than the queue's lease after a SIGKILL; and a
+/// passive declare does not renew a quorum queue's `x-expires` lease.
+fn queue_exists(name: &str) -> bool {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        use lapin::options::QueueDeclareOptions;
+        let connection = lapin::Connection::connect(
+            "amqp://guest:guest@127.0.0.1:5672/%2f",
+            lapin::ConnectionProperties::default(),
+        )
+        .await
+        .expect("RabbitMQ runs");
+        let channel = connection.create_channel().await.expect("a channel");
+        let there = channel
+            .queue_declare(
+                name.into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..QueueDeclareOptions::default()
+                },
+                lapin::types::FieldTable::default(),
+            )
+            .await
+            .is_ok();
+        let _ = connection.close(200, "test: looked".into()).await;
+        there
+    })
 }
 
 /// Every stream on the NATS server, by name.
@@ -453,22 +475,19 @@ fn a_sigkilled_run_leaves_nothing_on_either_broker() {
         .spawn()
         .expect("chaos starts");
     let queue = format!("charges.chaos-sigkilled-{}", chaos.id());
-    let made = within(std::time::Duration::from_secs(60), || {
-        all_queues().contains(&queue)
-    });
-    // Mid-run: the queue exists and a trial is under way.
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    let made = within(std::time::Duration::from_secs(60), || queue_exists(&queue));
+    // Mid-run: the queue exists and a trial is under way; longer than the
+    // lease, which chaos keeps while it waits for a consumer.
+    std::thread::sleep(std::time::Duration::from_secs(3));
     chaos.kill().expect("SIGKILL");
     chaos.wait().unwrap();
-    assert!(made, "the run never made {queue}: {:?}", all_queues());
+    assert!(made, "the run never made {queue}");
     assert!(
-        all_queues().contains(&queue),
+        queue_exists(&queue),
         "{queue} is there right after the SIGKILL"
     );
-    let gone = within(std::time::Duration::from_secs(20), || {
-        !all_queues().contains(&queue)
-    });
-    assert!(gone, "{queue} outlived its x-expires: {:?}", all_queues());
+    let gone = within(std::time::Duration::from_secs(20), || !queue_exists(&queue));
+    assert!(gone, "{queue} outlived its x-expires");
 
     let jet = naive_file(&dir, "examples/jetstream-consumer", "sigkilled-js", "");
     let mut chaos = common::chaos_command()
@@ -518,6 +537,63 @@ fn a_sigkilled_run_leaves_nothing_on_either_broker() {
         "{stream} outlived the next run: {:?}",
         all_streams()
     );
+}
+
+// guards: a consumer slower to start than the run queue's `x-expires`
+// lease still finds its queue. Of what a client can do, only a consumer or
+// a `basic.get` keeps a quorum queue's lease (a declare, a purge, a publish
+// do not), so chaos renews it with an empty `basic.get` while it waits for
+// the consumer. Without that, the broker deletes the queue 2s after chaos
+// declared it, this worker's `basic_consume` fails on a missing queue, and
+// the run is exit 3; with it, the worker's inbox holds the requeued
+// message to one charge and the provider error acted
+#[test]
+fn a_consumer_slower_to_start_than_the_queue_lease_still_finds_its_queue() {
+    setup("examples/rabbitmq-consumer");
+    let dir = common::temp_dir("broker-slow-start");
+    let file = variant_file(
+        &dir,
+        "examples/rabbitmq-consumer",
+        "target.toml",
+        "slow-start",
+        &[("[broker]", "expires = \"2s\"")],
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    let text = text
+        .lines()
+        .map(|line| {
+            if line.starts_with("command = ") {
+                "command = [\"sh\", \"-c\", \"sleep 8; exec .venv/bin/python consumer.py\"]"
+                    .to_owned()
+            } else if line.starts_with("ready-timeout = ") {
+                "ready-timeout = \"40s\"".to_owned()
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(text.contains("sleep 8"), "{text}");
+    std::fs::write(&file, text).unwrap();
+    let out = dir.join("out");
+    let output = common::chaos(&[
+        "run",
+        "scenarios/queue/provider-error-requeued.toml",
+        "--target",
+        file.to_str().unwrap(),
+        "--seeds",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = common::text(&output);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let cell = &report["cells"][0];
+    assert_eq!(cell["verdict"], "pass", "{cell}");
+    assert_eq!(cell["seeds_all_faults_acted"], 1, "{cell}");
+    assert!(queues_left().is_empty(), "left: {:?}", queues_left());
 }
 
 // guards: issue 25's bad input: `create = false` names a queue (a stream)

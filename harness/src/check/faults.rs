@@ -9,6 +9,8 @@
 
 use super::view::RunView;
 use super::{Anchor, Check, Findings};
+use crate::fault::Action;
+use crate::history::{AttemptEnd, Happened};
 
 pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
     let scenario = run.trial.scenario;
@@ -16,10 +18,41 @@ pub(super) fn check(run: &RunView<'_>, findings: &mut Findings) {
         if scenario.optional_faults.contains(&index) {
             continue;
         }
-        let acted = (run.run.history.faults)
+        let acts: Vec<_> = (run.run.history.faults)
             .iter()
-            .any(|event| event.fault() == Some(index));
-        if !acted {
+            .filter(|event| event.fault() == Some(index))
+            .collect();
+        // An interrupt is the user's word to the agent: it acted only if it
+        // dropped a call the agent was waiting on. One that came when the
+        // call had already been answered (or given up) changed nothing.
+        let interrupts_only = !acts.is_empty()
+            && acts.iter().all(|event| {
+                matches!(
+                    event.what,
+                    Happened::Fault {
+                        action: Action::Interrupt,
+                        ..
+                    }
+                )
+            });
+        if interrupts_only
+            && !(run.run.history.attempts)
+                .iter()
+                .any(|attempt| attempt.end == AttemptEnd::Interrupted)
+        {
+            findings.fail(
+                Anchor::Incomplete,
+                Check::FaultNeverActed,
+                None,
+                format!(
+                    "fault {} ({}: {fault}) came when no call was in flight, and dropped nothing: nothing was tested",
+                    index + 1,
+                    fault.kind()
+                ),
+            );
+            continue;
+        }
+        if acts.is_empty() {
             findings.fail(
                 Anchor::Incomplete,
                 Check::FaultNeverActed,
@@ -70,6 +103,53 @@ mod tests {
             .answer_with_receipt(2, 8, 10, Outcome::Replayed, "rcpt-1")
             .judge();
         assert!(!acted.has(Check::FaultNeverActed), "{:?}", acted.findings);
+    }
+
+    /// A committed charge, the user's interrupt mid-call, the re-plan.
+    const INTERRUPTED: &str = r#"
+test = "re-plan"
+description = "the user says try again mid-call"
+[provider]
+profile = "keyed"
+retention = "24h"
+[[call]]
+operation = "charge"
+attempts = 4
+identity = "replan"
+[[fault]]
+kind = "user-interrupt"
+after-commit = 1
+"#;
+
+    #[test]
+    fn an_interrupt_that_dropped_a_call_acted() {
+        let dropped = Case::new(INTERRUPTED)
+            .commit(1, 3)
+            .interrupt(3)
+            .interrupted(1, 1, 3)
+            .answer_with_receipt(1, 4, 6, Outcome::Replayed, "rcpt-1")
+            .judge();
+        assert!(
+            !dropped.has(Check::FaultNeverActed),
+            "{:?}",
+            dropped.findings
+        );
+    }
+
+    #[test]
+    fn an_interrupt_after_the_answer_dropped_nothing_and_the_trial_is_unknown() {
+        // Recorded by the nemesis, but the agent had its answer already.
+        let late = Case::new(INTERRUPTED)
+            .commit(1, 3)
+            .answer(1, 1, 3, Outcome::Applied)
+            .interrupt(4)
+            .judge();
+        assert_eq!(late.status, Status::Unknown, "{:?}", late.findings);
+        let message = &late.finding(Check::FaultNeverActed).message;
+        assert!(
+            message.contains("came when no call was in flight, and dropped nothing"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -631,6 +631,17 @@ impl Case {
         self
     }
 
+    /// Call `call`'s attempt sent at `sent_at` was dropped at `ended_at`:
+    /// the user interrupted.
+    pub(crate) fn interrupted(self, call: u32, sent_at: Ms, ended_at: Ms) -> Case {
+        self.attempt(call, sent_at, ended_at, AttemptEnd::Interrupted)
+    }
+
+    /// The scenario's user interrupt came at `at`.
+    pub(crate) fn interrupt(self, at: Ms) -> Case {
+        self.fault("user-interrupt", at, Action::Interrupt)
+    }
+
     /// The scenario's revocation took effect at `at`.
     pub(crate) fn revoked(self, at: Ms) -> Case {
         self.fault("revoke", at, Action::Revoke(crate::fault::Grant::Token))

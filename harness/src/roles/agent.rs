@@ -286,10 +286,15 @@ async fn run_worker(
                 redelivery,
                 retry_after,
             } = tokio::select! {
+                // The nemesis acts on the agent at a commit, before the
+                // provider answers: an answer that is ready together with a
+                // crash or an interrupt came after it, and must not win the
+                // race (live, a loaded machine polls this worker late, and
+                // the interrupt would never act).
                 biased;
-                sent = sent => sent,
                 _ = crashes.changed() => Sent::ended(AttemptEnd::Abandoned),
                 _ = interrupts.changed() => Sent::ended(AttemptEnd::Interrupted),
+                sent = sent => sent,
             };
             let definitive =
                 matches!(&end, AttemptEnd::Answered(answer) if answer.outcome.is_definitive());

@@ -95,53 +95,44 @@ pub(super) async fn prepare(broker: &Broker) -> Result<(), String> {
     let channel = connection
         .create_channel()
         .await
-        .map_err(|error| format!("RabbitMQ at {}: {error}", broker.address()))?;
-    let declared = if broker.create {
-        let rejected = channel
-            .queue_declare(
-                rejected_queue(broker).as_str().into(),
-                QueueDeclareOptions {
-                    durable: true,
-                    ..QueueDeclareOptions::default()
-                },
-                rejected_arguments(broker),
-            )
-            .await
-            .map_err(|error| {
-                format!(
-                    "RabbitMQ at {} refused to create queue '{}': {error}",
-                    broker.address(),
-                    rejected_queue(broker)
-                )
-            });
-        if let Err(error) = rejected {
-            let _ = connection.close(200, "chaos: refused".into()).await;
-            return Err(error);
-        }
-        channel
-            .queue_declare(
-                broker.queue.as_str().into(),
-                QueueDeclareOptions {
-                    durable: true,
-                    ..QueueDeclareOptions::default()
-                },
-                created_arguments(broker),
-            )
-            .await
-            .map_err(|error| {
-                format!(
-                    "RabbitMQ at {} refused to create queue '{}': {error}",
-                    broker.address(),
-                    broker.queue
-                )
-            })
-    } else {
-        passive(&channel, broker).await
+        .map_err(|error| format!("RabbitMQ at {}: {error}", broker.address()));
+    let declared = match channel {
+        Ok(channel) if broker.create => declare(&channel, broker).await,
+        Ok(channel) => passive(&channel, broker).await.map(drop),
+        Err(error) => Err(error),
     };
     let _ = connection.close(200, "chaos: prepared".into()).await;
     declared?;
     if broker.create {
         remember_created(broker);
+    }
+    Ok(())
+}
+
+/// Declares the run's queue and its rejected queue with chaos's arguments:
+/// made when missing, left as they are when there (a declare with the same
+/// arguments changes nothing).
+async fn declare(channel: &Channel, broker: &Broker) -> Result<(), String> {
+    for (queue, arguments) in [
+        (rejected_queue(broker), rejected_arguments(broker)),
+        (broker.queue.clone(), created_arguments(broker)),
+    ] {
+        channel
+            .queue_declare(
+                queue.as_str().into(),
+                QueueDeclareOptions {
+                    durable: true,
+                    ..QueueDeclareOptions::default()
+                },
+                arguments,
+            )
+            .await
+            .map_err(|error| {
+                format!(
+                    "RabbitMQ at {} refused to create queue '{queue}': {error}",
+                    broker.address(),
+                )
+            })?;
     }
     Ok(())
 }
@@ -167,48 +158,121 @@ async fn passive(channel: &Channel, broker: &Broker) -> Result<lapin::Queue, Str
         })
 }
 
+/// Whether a consumer is on the run's queue yet. On queues chaos created,
+/// the wait also keeps them: `x-expires` counts a queue with no consumer as
+/// unused, and of what a client can do only a `basic.get` renews a quorum
+/// queue's lease (a passive or repeated declare, a purge, a publish do not),
+/// so a consumer slower to start than `expires` would find the run's queue
+/// gone, and the rejected queue, which nobody consumes, lapses `expires`
+/// after its last renewal (each trial's purge declares both again, too).
+/// The `get` is made only on a queue that held no message a
+/// moment before: a message taken and put back would count as a delivery.
+/// A queue that lapsed anyway (a restarted consumer slower than `expires`,
+/// with a redelivered message waiting) is declared again, and the wait says
+/// so.
 pub(super) async fn consuming(broker: &Broker) -> Result<(), String> {
     let connection = connect(broker).await?;
+    let checked = async {
+        let channel = connection
+            .create_channel()
+            .await
+            .map_err(|error| error.to_string())?;
+        let queue = match passive(&channel, broker).await {
+            Ok(queue) => queue,
+            Err(missing) if !broker.create => return Err(missing),
+            Err(_) => return Err(declare_again(&connection, broker).await),
+        };
+        if broker.create {
+            if queue.message_count() == 0 {
+                renew(&channel, &broker.queue).await;
+            }
+            renew_rejected(&connection, broker).await?;
+        }
+        if queue.consumer_count() > 0 {
+            return Ok(());
+        }
+        Err(format!("no consumer on queue '{}' yet", broker.queue))
+    };
+    let checked = checked.await;
+    let _ = connection.close(200, "chaos: probed".into()).await;
+    checked
+}
+
+/// Declares chaos's queues again after one of them lapsed, and says why the
+/// wait goes on.
+async fn declare_again(connection: &Connection, broker: &Broker) -> String {
+    // A failed passive declare closed the channel it was made on.
+    let declared = match connection.create_channel().await {
+        Ok(channel) => declare(&channel, broker).await,
+        Err(error) => Err(error.to_string()),
+    };
+    match declared {
+        Ok(()) => format!(
+            "a queue of the run's went unused for its x-expires ({}s) and the broker deleted it; chaos declared it again (raise `expires` in [broker] if the consumer is slower to start)",
+            broker.expires.as_secs_f64()
+        ),
+        Err(error) => error,
+    }
+}
+
+/// The rejected queue's lease renewed while it is empty; declared again if
+/// it lapsed.
+async fn renew_rejected(connection: &Connection, broker: &Broker) -> Result<(), String> {
     let channel = connection
         .create_channel()
         .await
         .map_err(|error| error.to_string())?;
-    let queue = passive(&channel, broker).await;
-    let _ = connection.close(200, "chaos: probed".into()).await;
-    match queue?.consumer_count() {
-        0 => Err(format!("no consumer on queue '{}' yet", broker.queue)),
-        _ => Ok(()),
+    let rejected = rejected_queue(broker);
+    let queue = channel
+        .queue_declare(
+            rejected.as_str().into(),
+            QueueDeclareOptions {
+                passive: true,
+                ..QueueDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await;
+    match queue {
+        Ok(queue) if queue.message_count() == 0 => {
+            renew(&channel, &rejected).await;
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+        Err(_) => Err(declare_again(connection, broker).await),
     }
 }
 
-/// Empties the run's queue, when it exists yet, of the messages no consumer
-/// holds: an earlier trial's, before the next trial's consumer starts.
+/// Renews an empty queue's `x-expires` lease with a `basic.get`, which
+/// finds nothing. A message that came in between (nobody publishes while
+/// chaos waits for a consumer) is put back unacked when the channel closes.
+async fn renew(channel: &Channel, queue: &str) {
+    let _ = channel
+        .basic_get(queue.into(), BasicGetOptions { no_ack: false })
+        .await;
+}
+
+/// Empties the run's queue of the messages no consumer holds: an earlier
+/// trial's, before the next trial's consumer starts. The queue is declared
+/// first, so one whose lease lapsed between trials is there again.
 pub(super) async fn purge(broker: &Broker) -> Result<(), String> {
     let connection = connect(broker).await?;
-    let purged = match connection.create_channel().await {
-        Ok(channel) => match passive(&channel, broker).await {
-            // Not made yet: the run's first trial.
-            Err(_) => Ok(()),
-            Ok(_) => {
-                let purged = channel
-                    .queue_purge(broker.queue.as_str().into(), QueuePurgeOptions::default())
-                    .await
-                    .map(drop);
-                // What the consumer rejected in an earlier trial, too.
-                match purged {
-                    Ok(()) => channel
-                        .queue_purge(
-                            rejected_queue(broker).as_str().into(),
-                            QueuePurgeOptions::default(),
-                        )
-                        .await
-                        .map(drop),
-                    Err(error) => Err(error),
-                }
-            }
-        },
-        Err(error) => Err(error),
+    let purged = async {
+        let channel = connection
+            .create_channel()
+            .await
+            .map_err(|error| error.to_string())?;
+        declare(&channel, broker).await?;
+        // What the consumer rejected in an earlier trial, too.
+        for queue in [broker.queue.clone(), rejected_queue(broker)] {
+            channel
+                .queue_purge(queue.as_str().into(), QueuePurgeOptions::default())
+                .await
+                .map_err(|error| error.to_string())?;
+        }
+        Ok::<(), String>(())
     };
+    let purged = purged.await;
     let _ = connection.close(200, "chaos: purged".into()).await;
     purged.map_err(|error| {
         format!(
@@ -499,14 +563,21 @@ async fn publish(
         .basic_publish(
             ShortString::from(""),
             broker.queue.as_str().into(),
-            BasicPublishOptions::default(),
+            // Mandatory: a message no queue takes (the run's queue gone)
+            // comes back instead of being dropped under a confirm.
+            BasicPublishOptions {
+                mandatory: true,
+                ..BasicPublishOptions::default()
+            },
             &message.body,
             properties.with_headers(headers),
         )
         .await
         .map_err(|_| failure(true))?;
     match confirm.await {
-        Ok(Confirmation::Ack(_) | Confirmation::NotRequested) => {}
+        // Returned unroutable: no queue had it, nothing was delivered.
+        Ok(Confirmation::Ack(Some(_))) => return Err(failure(true)),
+        Ok(Confirmation::Ack(None) | Confirmation::NotRequested) => {}
         // The broker said it did not take it: nothing was delivered.
         Ok(Confirmation::Nack(_)) => return Err(failure(true)),
         Err(_) => return Err(failure(false)),
