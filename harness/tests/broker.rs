@@ -340,6 +340,33 @@ fn within(limit: std::time::Duration, mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
+/// Runs `scenario` for `seeds` seeds against the target file `file`, its
+/// reports written to `out`; the run must exit `exit`. The report's first
+/// cell.
+fn first_cell(
+    scenario: &str,
+    file: &Path,
+    out: &Path,
+    seeds: &str,
+    exit: i32,
+) -> serde_json::Value {
+    let output = common::chaos(&[
+        "run",
+        scenario,
+        "--target",
+        file.to_str().unwrap(),
+        "--seeds",
+        seeds,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = common::text(&output);
+    assert_eq!(output.status.code(), Some(exit), "{stdout}\n{stderr}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    report["cells"][0].clone()
+}
+
 /// Whether RabbitMQ has the queue `name`, asked over AMQP with a passive
 /// declare: in milliseconds, where `rabbitmqctl` takes a second or more to
 /// start under load, longer than the queue's lease after a SIGKILL; and a
@@ -575,22 +602,13 @@ fn a_consumer_slower_to_start_than_the_queue_lease_still_finds_its_queue() {
         .join("\n");
     assert!(text.contains("sleep 8"), "{text}");
     std::fs::write(&file, text).unwrap();
-    let out = dir.join("out");
-    let output = common::chaos(&[
-        "run",
+    let cell = first_cell(
         "scenarios/queue/provider-error-requeued.toml",
-        "--target",
-        file.to_str().unwrap(),
-        "--seeds",
+        &file,
+        &dir.join("out"),
         "1",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    let (stdout, stderr) = common::text(&output);
-    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
-    let cell = &report["cells"][0];
+        0,
+    );
     assert_eq!(cell["verdict"], "pass", "{cell}");
     assert_eq!(cell["seeds_all_faults_acted"], 1, "{cell}");
     assert!(queues_left().is_empty(), "left: {:?}", queues_left());
@@ -676,22 +694,7 @@ fn a_consumer_that_never_acks_is_unknown_and_the_cell_names_the_unacked_message(
             &[("[env]", "CONSUMER_ACKS = \"never\"")],
         );
         let out = dir.join(name);
-        let output = common::chaos(&[
-            "run",
-            scenario,
-            "--target",
-            file.to_str().unwrap(),
-            "--seeds",
-            "1",
-            "--out",
-            out.to_str().unwrap(),
-        ]);
-        let (stdout, stderr) = common::text(&output);
-        assert_eq!(output.status.code(), Some(3), "{stdout}\n{stderr}");
-        let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
-                .unwrap();
-        let cell = &report["cells"][0];
+        let cell = first_cell(scenario, &file, &out, "1", 3);
         assert_eq!(cell["verdict"], "unknown", "{cell}");
         let reason = cell["reason"].as_str().unwrap_or_default().to_owned();
         // The message is the one the first attempt published.
@@ -747,20 +750,8 @@ fn a_message_the_consumer_rejects_as_malformed_is_named_in_the_cell() {
     ] {
         let file = naive_file(&dir, example, name, "");
         let out = dir.join(name);
-        let output = common::chaos(&[
-            "run",
-            scenario.to_str().unwrap(),
-            "--target",
-            file.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ]);
-        let (stdout, stderr) = common::text(&output);
-        assert_eq!(output.status.code(), Some(3), "{stdout}\n{stderr}");
-        let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap())
-                .unwrap();
-        let cell = &report["cells"][0];
+        // Five seeds, as a live run has unless told.
+        let cell = first_cell(scenario.to_str().unwrap(), &file, &out, "5", 3);
         assert_eq!(cell["verdict"], "unknown", "{cell}");
         let reason = cell["reason"].as_str().unwrap_or_default().to_owned();
         for text in [
