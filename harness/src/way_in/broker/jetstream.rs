@@ -17,7 +17,7 @@ use async_nats::HeaderMap;
 use chaos_kit::http::CallFailure;
 use futures_util::StreamExt;
 
-use super::{failure, named, remember_created, Broker, Message, Published, Sent};
+use super::{failure, named, rejected_after, remember_created, Broker, Message, Published, Sent};
 
 /// How often the consumer chaos creates delivers a message before JetStream
 /// gives up on it.
@@ -342,21 +342,13 @@ async fn terminated(
                 .map(|id| id.as_str().to_owned()),
             Err(_) => None,
         };
-        let acted = id
-            .as_deref()
-            .and_then(|id| published.iter().find(|sent| sent.id == id))
-            .is_some_and(|sent| sent.acted);
         let name = match &id {
             Some(id) => format!("message {id}"),
             None => format!("the message at stream sequence {stream_seq}"),
         };
         rejected.push(format!(
             "{name} (delivery {deliveries}){}: JetStream announced it terminated (stream sequence {stream_seq}, $JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED)",
-            if acted {
-                ", after the provider saw a call for it"
-            } else {
-                " without acting on it"
-            },
+            rejected_after(id.as_deref(), published),
         ));
     }
     if rejected.is_empty() {

@@ -519,6 +519,20 @@ fn named(id: Option<&str>, published: &[Sent]) -> String {
     }
 }
 
+/// What the provider saw of a message the consumer rejected, as the words
+/// that follow its name in the trial's reason: a consumer that charged and
+/// then rejected is not one that refused the input.
+fn rejected_after(id: Option<&str>, published: &[Sent]) -> &'static str {
+    let acted = id
+        .and_then(|id| published.iter().find(|sent| sent.id == id))
+        .is_some_and(|sent| sent.acted);
+    if acted {
+        ", after the provider saw a call for it"
+    } else {
+        " without acting on it"
+    }
+}
+
 /// An answer that says the broker has (or had) the message, and nothing of
 /// what came of it.
 fn pending(reason: &str) -> Answer {
@@ -580,6 +594,38 @@ mod tests {
             ack_wait: Duration::from_secs(2),
             duplicate_window: Duration::from_secs(120),
         }
+    }
+
+    #[test]
+    fn a_rejected_message_says_whether_the_provider_saw_a_call_for_it() {
+        let sent = |id: &str, acted| Sent {
+            id: id.into(),
+            ago: Duration::from_millis(1500),
+            acted,
+        };
+        let published = [sent("att-1", false), sent("att-2", true)];
+        assert_eq!(
+            rejected_after(Some("att-1"), &published),
+            " without acting on it"
+        );
+        assert_eq!(
+            rejected_after(Some("att-2"), &published),
+            ", after the provider saw a call for it"
+        );
+        // A message chaos never published, or one without the header.
+        assert_eq!(
+            rejected_after(Some("att-9"), &published),
+            " without acting on it"
+        );
+        assert_eq!(rejected_after(None, &published), " without acting on it");
+        assert_eq!(
+            named(Some("att-1"), &published),
+            "message att-1 (published 1.5s ago)"
+        );
+        assert_eq!(
+            named(None, &published),
+            "a message without an x-attempt-id header"
+        );
     }
 
     #[test]

@@ -18,7 +18,9 @@ use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::Confirmation;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
-use super::{failure, named, remember_created, Broker, Format, Message, Published, Sent};
+use super::{
+    failure, named, rejected_after, remember_created, Broker, Format, Message, Published, Sent,
+};
 use chaos_kit::http::CallFailure;
 
 /// How long chaos waits to connect before it calls the broker down.
@@ -365,21 +367,13 @@ async fn read_rejected(
             }
             _ => None,
         };
-        let acted = id
-            .as_deref()
-            .and_then(|id| published.iter().find(|sent| sent.id == id))
-            .is_some_and(|sent| sent.acted);
         let name = match &id {
             Some(id) => format!("message {id}"),
             None => "a message without an x-attempt-id header".to_owned(),
         };
         rejected.push(format!(
             "{name} (delivery {delivery}){}: RabbitMQ dead-lettered it (x-death reason '{}') to queue '{queue}'",
-            if acted {
-                ", after the provider saw a call for it"
-            } else {
-                " without acting on it"
-            },
+            rejected_after(id.as_deref(), published),
             death.as_deref().unwrap_or("unknown"),
         ));
     }
