@@ -9,9 +9,10 @@
 //! since they share the machine's real time and services; a trial that
 //! could not run at all ends its cell.
 
+use chaos_kit::sync::lock;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use rayon::prelude::*;
 
@@ -158,13 +159,6 @@ pub fn run(
         }
     }
     Some(fold.finish())
-}
-
-/// The set stays usable if a thread panicked holding it: it only grows.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Plans, runs and judges one trial of `scenario` against `target`: what

@@ -14,6 +14,7 @@
 //! listening; the restarted process gets a bridge of its own on its new
 //! pipes, and the way in initializes it anew.
 
+use chaos_kit::sync::lock;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -283,10 +284,4 @@ fn answer_all(pipes: &Pipes, body: Bytes) {
     for (_, waiter) in lock(&pipes.waiting).drain() {
         let _ = waiter.send(body.clone());
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

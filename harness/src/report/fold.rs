@@ -9,6 +9,7 @@
 //! could not run (the runner tries no more of it); the observer hears of it
 //! then, in the order cells finish.
 
+use chaos_kit::sync::lock;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -297,10 +298,4 @@ fn most_effects_allowed(scenario: &Scenario) -> u32 {
         .map(|operation| scenario.expected_effects(&operation.name))
         .max()
         .unwrap_or(0)
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

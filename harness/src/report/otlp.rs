@@ -24,6 +24,7 @@
 //! queue; a collector that fails gets one warning and no more traffic, and
 //! the run goes on.
 
+use chaos_kit::sync::lock;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
@@ -191,12 +192,6 @@ impl Drop for Exporter {
 }
 
 static DROPPED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
 
 /// The sender thread: every batch to the destination, until the first
 /// failure, which is the one warning; later batches are dropped.

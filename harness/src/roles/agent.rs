@@ -7,6 +7,7 @@
 //! retry when the runtime holds no key) the next tool call has a new tool-use
 //! id, and a key of its own unless the orchestrator holds the step's.
 
+use chaos_kit::sync::lock;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -598,10 +599,4 @@ async fn lost(
 
 fn millis(duration: Duration) -> u64 {
     chaos_kit::clock::millis(duration)
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

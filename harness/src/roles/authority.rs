@@ -2,6 +2,7 @@
 //! [`Grants`]. Revocation is a fault the nemesis applies to those grants;
 //! the target only learns of it by asking here.
 
+use chaos_kit::sync::lock;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -160,12 +161,6 @@ impl Authority {
         };
         Ok(Response::json(200, &answer))
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

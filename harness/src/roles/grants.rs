@@ -7,6 +7,7 @@
 //! asks the authority: an [`Adapter`] carries each grant and revocation there
 //! too, at the same protocol point, so the same faults reach it unchanged.
 
+use chaos_kit::sync::lock;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
@@ -230,12 +231,6 @@ impl Grants {
             active: grant.active,
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

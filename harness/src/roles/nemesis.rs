@@ -15,6 +15,7 @@
 //! that the agent sits out before its next step, with retentions shortened so
 //! the wait is seconds.
 
+use chaos_kit::sync::lock;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -432,12 +433,6 @@ impl Crashes {
     pub(crate) fn restarted(&self, nemesis: &Nemesis, at: Ms) {
         nemesis.record_at(at, Happened::TargetRestarted, "target restarted".into());
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

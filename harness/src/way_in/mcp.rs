@@ -24,6 +24,7 @@
 //! failure recorded as the agent saw it), so the agent's faults act on MCP
 //! calls as they act on HTTP ones.
 
+use chaos_kit::sync::lock;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -1075,12 +1076,6 @@ fn quoted<'a>(names: impl Iterator<Item = &'a str>) -> String {
         .map(|name| format!("'{name}'"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

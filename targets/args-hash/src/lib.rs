@@ -15,6 +15,7 @@
 //!
 //! And because the store is memory, a crash forgets everything.
 
+use chaos_kit::sync::lock;
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -125,10 +126,4 @@ async fn handle(state: Arc<State>, request: Request) -> Result<Response, Abort> 
         }
     };
     Ok(target::answer(answer))
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -15,7 +15,8 @@
 //! - [`upstream`]: typed clients for the provider and the authority;
 //! - [`canonical`]: canonical JSON and payload fingerprints;
 //! - [`target`]: routing and answering helpers, and [`target::TargetInfo`];
-//! - [`process`]: the `CHAOS_*` environment a live target process is started with.
+//! - [`process`]: the `CHAOS_*` environment a live target process is started with;
+//! - [`sync`]: a mutex lock that survives a panicked holder.
 
 pub mod canonical;
 pub mod clock;
@@ -25,6 +26,7 @@ pub mod http;
 pub mod net;
 pub mod process;
 pub mod protocol;
+pub mod sync;
 pub mod target;
 pub mod upstream;
 

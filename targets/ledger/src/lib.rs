@@ -35,6 +35,7 @@ mod identity;
 mod record;
 pub mod store;
 
+use chaos_kit::sync::lock;
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -1143,10 +1144,4 @@ fn humantime_like(duration: Duration) -> String {
 
 fn unknown(reason: &str) -> AnswerBody {
     AnswerBody::outcome(Outcome::Unknown).with_reason(reason)
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -10,6 +10,7 @@
 //! (its tool-call id minted here, deterministic per seed), ended by the
 //! result the runtime handed back, or abandoned if none ever came.
 
+use chaos_kit::sync::lock;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -488,12 +489,6 @@ fn clip(text: &str) -> String {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]
