@@ -341,29 +341,17 @@ fn within(limit: std::time::Duration, mut done: impl FnMut() -> bool) -> bool {
 }
 
 /// Runs `scenario` for `seeds` seeds against the target file `file`, its
-/// reports written to `out`; the run must exit `exit`. The report's first
-/// cell.
+/// reports in [`common::live_out`]; the run must exit `exit`. The report's
+/// first cell.
 fn first_cell(
+    dir: &Path,
     scenario: &str,
     file: &Path,
-    out: &Path,
     seeds: &str,
     exit: i32,
 ) -> serde_json::Value {
-    let output = common::chaos(&[
-        "run",
-        scenario,
-        "--target",
-        file.to_str().unwrap(),
-        "--seeds",
-        seeds,
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    let (stdout, stderr) = common::text(&output);
-    assert_eq!(output.status.code(), Some(exit), "{stdout}\n{stderr}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let (code, stdout, stderr, report) = common::run_live(dir, &[scenario], file, seeds, &[]);
+    assert_eq!(code, Some(exit), "{stdout}\n{stderr}");
     report["cells"][0].clone()
 }
 
@@ -603,9 +591,9 @@ fn a_consumer_slower_to_start_than_the_queue_lease_still_finds_its_queue() {
     assert!(text.contains("sleep 8"), "{text}");
     std::fs::write(&file, text).unwrap();
     let cell = first_cell(
+        &dir,
         "scenarios/queue/provider-error-requeued.toml",
         &file,
-        &dir.join("out"),
         "1",
         0,
     );
@@ -693,8 +681,8 @@ fn a_consumer_that_never_acks_is_unknown_and_the_cell_names_the_unacked_message(
             name,
             &[("[env]", "CONSUMER_ACKS = \"never\"")],
         );
-        let out = dir.join(name);
-        let cell = first_cell(scenario, &file, &out, "1", 3);
+        let out = common::live_out(&dir, &file);
+        let cell = first_cell(&dir, scenario, &file, "1", 3);
         assert_eq!(cell["verdict"], "unknown", "{cell}");
         let reason = cell["reason"].as_str().unwrap_or_default().to_owned();
         // The message is the one the first attempt published.
@@ -749,9 +737,8 @@ fn a_message_the_consumer_rejects_as_malformed_is_named_in_the_cell() {
         ),
     ] {
         let file = naive_file(&dir, example, name, "");
-        let out = dir.join(name);
         // Five seeds, as a live run has unless told.
-        let cell = first_cell(scenario.to_str().unwrap(), &file, &out, "5", 3);
+        let cell = first_cell(&dir, scenario.to_str().unwrap(), &file, "5", 3);
         assert_eq!(cell["verdict"], "unknown", "{cell}");
         let reason = cell["reason"].as_str().unwrap_or_default().to_owned();
         for text in [

@@ -234,6 +234,14 @@ pub fn documented_arguments(command: &str, documented_out: &str, out: &Path) -> 
     arguments
 }
 
+/// Where [`run_live`] writes the reports of a run against `target`.
+pub fn live_out(dir: &Path, target: &Path) -> PathBuf {
+    dir.join(format!(
+        "out-{}",
+        target.file_stem().unwrap().to_string_lossy()
+    ))
+}
+
 /// Runs `scenarios` against the target file at `target` for `seeds` trials;
 /// (exit code, stdout, stderr, report.json).
 pub fn run_live(
@@ -243,10 +251,7 @@ pub fn run_live(
     seeds: &str,
     extra: &[&str],
 ) -> (Option<i32>, String, String, serde_json::Value) {
-    let out = dir.join(format!(
-        "out-{}",
-        target.file_stem().unwrap().to_string_lossy()
-    ));
+    let out = live_out(dir, target);
     let mut args = vec!["run"];
     args.extend(scenarios);
     args.extend([

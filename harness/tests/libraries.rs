@@ -175,17 +175,36 @@ fn cells(report: &serde_json::Value) -> BTreeMap<String, (String, bool)> {
 // setups first).
 #[test]
 fn published_deterministic_findings_still_hold_at_one_trial() {
-    let out = common::temp_dir("libraries-live");
+    let scenarios = common::all_scenarios()
+        .iter()
+        .map(|scenario| format!("scenarios/{}.toml", scenario.name))
+        .collect();
+    let targets = libraries()
+        .into_iter()
+        .map(|(name, _)| {
+            let file = format!("libraries/{name}/target.toml");
+            (name, file)
+        })
+        .collect::<Vec<_>>();
+    assert_published_still_hold("libraries-live", "library", scenarios, &targets);
+}
+
+/// Runs `scenarios` once against each published target (`(name, target
+/// file)`), and fails naming every cell published failing on every trial
+/// that no longer fails, and every decided cell that is now unknown. `what`
+/// names the published set in the message.
+fn assert_published_still_hold(
+    dir: &str,
+    what: &str,
+    scenarios: Vec<String>,
+    targets: &[(String, String)],
+) {
+    let out = common::temp_dir(dir);
     let mut args: Vec<String> = vec!["run".into()];
-    args.extend(
-        common::all_scenarios()
-            .iter()
-            .map(|scenario| format!("scenarios/{}.toml", scenario.name)),
-    );
-    let libraries = libraries();
-    for (name, _) in &libraries {
+    args.extend(scenarios);
+    for (_, file) in targets {
         args.push("--target".into());
-        args.push(format!("libraries/{name}/target.toml"));
+        args.push(file.clone());
     }
     args.extend(["--seeds", "1", "--emit", "json", "--out"].map(String::from));
     args.push(out.display().to_string());
@@ -203,25 +222,22 @@ fn published_deterministic_findings_still_hold_at_one_trial() {
     common::assert_valid_report(&fresh);
 
     let mut problems = Vec::new();
-    for (name, _) in &libraries {
+    for (name, _) in targets {
         let published = cells(&read_json(&published(name).join("report.json")));
-        let fresh: BTreeMap<String, (String, bool)> = fresh["cells"]
+        let fresh: BTreeMap<&str, &str> = fresh["cells"]
             .as_array()
             .unwrap()
             .iter()
             .filter(|cell| cell["target"] == name.as_str())
             .map(|cell| {
                 (
-                    cell["scenario"].as_str().unwrap().to_owned(),
-                    (cell["verdict"].as_str().unwrap().to_owned(), false),
+                    cell["scenario"].as_str().unwrap(),
+                    cell["verdict"].as_str().unwrap(),
                 )
             })
             .collect();
         for (scenario, (verdict, every_trial)) in &published {
-            let now = fresh
-                .get(scenario)
-                .map(|(verdict, _)| verdict.as_str())
-                .unwrap_or("missing");
+            let now = fresh.get(scenario.as_str()).copied().unwrap_or("missing");
             if *every_trial && now != "fail" {
                 problems.push(format!(
                     "{scenario} x {name}: failed on every published trial, now {now}"
@@ -236,7 +252,7 @@ fn published_deterministic_findings_still_hold_at_one_trial() {
     }
     assert!(
         problems.is_empty(),
-        "the published library verdicts are stale (regenerate with {REGENERATE}, and update the findings in reports/libraries/*/README.md):\n{}\n{stderr}",
+        "the published {what} verdicts are stale (regenerate with {REGENERATE}, and update the findings in reports/libraries/*/README.md):\n{}\n{stderr}",
         problems.join("\n")
     );
 }
@@ -421,61 +437,13 @@ fn published_mcp_server_reports_match_the_mail_scenarios_the_pins_and_their_rend
 // and its mail server. One trial a cell, as for the libraries above.
 #[test]
 fn published_mcp_server_findings_still_hold_at_one_trial() {
-    let out = common::temp_dir("mcp-servers-live");
-    let mut args: Vec<String> = vec!["run".into()];
-    args.extend(mail_scenarios().into_iter().map(|(_, path)| path));
-    let servers = mcp_servers();
-    for (name, _) in &servers {
-        args.push("--target".into());
-        args.push(format!("libraries/mcp-servers/{name}/target.toml"));
-    }
-    args.extend(["--seeds", "1", "--emit", "json", "--out"].map(String::from));
-    args.push(out.display().to_string());
-    let output = common::chaos_command()
-        .args(&args)
-        .output()
-        .expect("chaos runs");
-    let (_, stderr) = common::text(&output);
-    assert!(
-        matches!(output.status.code(), Some(0 | 1)),
-        "every cell reaches a verdict (exit 0 or 1), got {:?}:\n{stderr}",
-        output.status.code()
-    );
-    let fresh = read_json(&out.join("report.json"));
-    common::assert_valid_report(&fresh);
-
-    let mut problems = Vec::new();
-    for (name, _) in &servers {
-        let published = cells(&read_json(&published(name).join("report.json")));
-        let fresh: BTreeMap<&str, &str> = fresh["cells"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|cell| cell["target"] == name.as_str())
-            .map(|cell| {
-                (
-                    cell["scenario"].as_str().unwrap(),
-                    cell["verdict"].as_str().unwrap(),
-                )
-            })
-            .collect();
-        for (scenario, (verdict, every_trial)) in &published {
-            let now = fresh.get(scenario.as_str()).copied().unwrap_or("missing");
-            if *every_trial && now != "fail" {
-                problems.push(format!(
-                    "{scenario} x {name}: failed on every published trial, now {now}"
-                ));
-            }
-            if verdict != "unknown" && now == "unknown" {
-                problems.push(format!(
-                    "{scenario} x {name}: published {verdict}, now unknown"
-                ));
-            }
-        }
-    }
-    assert!(
-        problems.is_empty(),
-        "the published MCP server verdicts are stale (regenerate with {REGENERATE}, and update the findings in reports/libraries/*/README.md):\n{}\n{stderr}",
-        problems.join("\n")
-    );
+    let scenarios = mail_scenarios().into_iter().map(|(_, path)| path).collect();
+    let targets = mcp_servers()
+        .into_iter()
+        .map(|(name, _)| {
+            let file = format!("libraries/mcp-servers/{name}/target.toml");
+            (name, file)
+        })
+        .collect::<Vec<_>>();
+    assert_published_still_hold("mcp-servers-live", "MCP server", scenarios, &targets);
 }

@@ -141,9 +141,22 @@ async fn declare(channel: &Channel, broker: &Broker) -> Result<(), String> {
 
 /// The queue as it is, without creating it.
 async fn passive(channel: &Channel, broker: &Broker) -> Result<lapin::Queue, String> {
+    look_up(channel, &broker.queue).await.map_err(|error| {
+            format!(
+                "queue '{}' does not exist on RabbitMQ at {} ({error}); create it, or set create = true in [broker] to have chaos create one for each run (`rabbitmqctl list_queues`, run where the broker is, lists those that exist: AMQP 0-9-1 has no method that lists queues)",
+                broker.queue,
+                broker.address()
+            )
+        })
+}
+
+/// The queue `name` as the broker has it (its message and consumer
+/// counts), with a passive declare: it neither makes the queue nor renews
+/// its lease.
+async fn look_up(channel: &Channel, name: &str) -> Result<lapin::Queue, lapin::Error> {
     channel
         .queue_declare(
-            broker.queue.as_str().into(),
+            name.into(),
             QueueDeclareOptions {
                 passive: true,
                 ..QueueDeclareOptions::default()
@@ -151,13 +164,6 @@ async fn passive(channel: &Channel, broker: &Broker) -> Result<lapin::Queue, Str
             FieldTable::default(),
         )
         .await
-        .map_err(|error| {
-            format!(
-                "queue '{}' does not exist on RabbitMQ at {} ({error}); create it, or set create = true in [broker] to have chaos create one for each run (`rabbitmqctl list_queues`, run where the broker is, lists those that exist: AMQP 0-9-1 has no method that lists queues)",
-                broker.queue,
-                broker.address()
-            )
-        })
 }
 
 /// Whether a consumer is on the run's queue yet. On queues chaos created,
@@ -225,17 +231,7 @@ async fn renew_rejected(connection: &Connection, broker: &Broker) -> Result<(), 
         .await
         .map_err(|error| error.to_string())?;
     let rejected = rejected_queue(broker);
-    let queue = channel
-        .queue_declare(
-            rejected.as_str().into(),
-            QueueDeclareOptions {
-                passive: true,
-                ..QueueDeclareOptions::default()
-            },
-            FieldTable::default(),
-        )
-        .await;
-    match queue {
+    match look_up(&channel, &rejected).await {
         Ok(queue) if queue.message_count() == 0 => {
             renew(&channel, &rejected).await;
             Ok(())
