@@ -302,6 +302,86 @@ fn bench_live_times_both_ways_and_compares_the_verdicts() {
     assert!(stderr.contains("'ledger' is simulated"), "{stderr}");
 }
 
+/// The port chaos tells a target is only free when chaos checked it:
+/// another program can take it before the target binds (a CI run's
+/// `mcp-ledger` exited with `Address already in use`). Here, at the first
+/// start, the test itself takes the port (the target writes which, and
+/// waits), and the target then fails to bind and exits. chaos sees that its
+/// port is held by another program, says so, and starts the target again
+/// on a new port; the trial runs there, and its fault acts. (With no retry,
+/// the same run is exit 3, `exited before it was ready`.)
+#[test]
+fn a_port_taken_before_the_target_binds_it_is_replaced_and_the_trial_runs() {
+    let dir = common::temp_dir("port-lost");
+    let server = common::repo_root().join("targets/python-replay-first/server.py");
+    std::fs::write(
+        dir.join("launcher.py"),
+        format!(
+            "import os, socket, sys, time\n\
+if not os.path.exists('port'):\n    \
+host, port = os.environ['CHAOS_LISTEN_ADDR'].rsplit(':', 1)\n    \
+open('port', 'w').write(port)\n    \
+while not os.path.exists('squatting'):\n        time.sleep(0.01)\n    \
+socket.socket().bind((host, int(port)))\n\
+os.execvp(sys.executable, [sys.executable, {server:?}])\n",
+            server = server.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let target = dir.join("lost.target.toml");
+    std::fs::write(
+        &target,
+        "name = \"lost\"\ncommand = [\"python3\", \"launcher.py\"]\n[env]\nPYTHONUNBUFFERED = \"1\"\n",
+    )
+    .unwrap();
+    // The other program: this test, holding the port until the run is over.
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let squatter = {
+        let dir = dir.clone();
+        std::thread::spawn(move || {
+            let port = loop {
+                if let Ok(port) = std::fs::read_to_string(dir.join("port")) {
+                    if let Ok(port) = port.trim().parse::<u16>() {
+                        break port;
+                    }
+                }
+                if finished.try_recv().is_ok() {
+                    return None;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            };
+            let listener = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+            std::fs::write(dir.join("squatting"), "").unwrap();
+            let _ = finished.recv();
+            drop(listener);
+            Some(port)
+        })
+    };
+    let (code, stdout, stderr, report) = common::run_live(
+        &dir,
+        &["scenarios/lost-response-keyed.toml"],
+        &target,
+        "1",
+        &[],
+    );
+    let _ = done.send(());
+    let taken = squatter.join().unwrap();
+    let taken = taken.unwrap_or_else(|| panic!("the target never wrote its port: {stderr}"));
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let said = stderr
+        .lines()
+        .find(|line| line.contains("another program took"))
+        .unwrap_or_else(|| panic!("chaos says it moved the target: {stderr}"));
+    assert!(
+        said.contains(&format!("took 127.0.0.1:{taken} before the target could listen there; starting it again on 127.0.0.1:")),
+        "{said}"
+    );
+    assert!(!said.ends_with(&format!(":{taken}")), "{said}");
+    let cell = &report["cells"][0];
+    assert_eq!(cell["verdict"], "pass", "{cell}");
+    assert_eq!(cell["seeds_run"], 1, "{cell}");
+}
+
 /// A `/healthz` answered on the target's port by a process outside its
 /// process group is another program's, not the target's: the trial must
 /// not test it. (Two chaos runs side by side once handed one port to two

@@ -27,19 +27,41 @@ pub(crate) fn for_this_trial(
     tokio::net::TcpListener::from_std(listener)
 }
 
-/// A free port on 127.0.0.1 for the target: the OS picks it, and it is
-/// released for the target to bind. Never one this run handed out before:
-/// the OS may offer a released port again, and two of this run's targets
-/// (`parallel = N`) must not be told the same one. (Another program could
-/// still take it in between; [`held_by_group`] finds out.)
+/// A free port on 127.0.0.1 for the target, released for the target to
+/// bind. Never one this run handed out before: two of this run's targets
+/// (`parallel = N`) must not be told the same one.
+///
+/// Taken below the kernel's ephemeral range when there is room there: a
+/// port the OS picks is one every outgoing connection on the machine may
+/// also be given as its local port, and in the time between the release and
+/// the target's bind one did (a CI run's `mcp-ledger` failed with
+/// `Address already in use`). Below the range only a program that picks
+/// ports by hand can take it; [`taken`] tells the start to try another.
 pub(crate) fn reserve_port() -> io::Result<u16> {
     static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let mut handed_out = HANDED_OUT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let below = std::fs::read_to_string(EPHEMERAL_RANGE)
+        .ok()
+        .and_then(|text| below_ephemeral(&text));
+    if let Some(ports) = below {
+        // From a random place: chaos runs side by side (a test suite's)
+        // reserve at the same moments, and a scan from one fixed port
+        // would offer them the same ports.
+        let span = u32::from(ports.end - ports.start);
+        let from = rand::random_range(0..span);
+        for step in 0..span {
+            let port = ports.start + ((from + step) % span) as u16;
+            if !handed_out.contains(&port) && !taken(port) {
+                handed_out.insert(port);
+                return Ok(port);
+            }
+        }
+    }
     for _ in 0..64 {
         let listener = std::net::TcpListener::bind(SocketAddr::from((LOOPBACK, 0)))?;
         let port = listener.local_addr()?.port();
-        let mut handed_out = HANDED_OUT
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if handed_out.insert(port) {
             return Ok(port);
         }
@@ -47,6 +69,26 @@ pub(crate) fn reserve_port() -> io::Result<u16> {
     Err(io::Error::other(
         "the OS kept offering ports this run had already handed out",
     ))
+}
+
+/// Where Linux keeps the ports it gives outgoing connections (and `bind` to
+/// port 0): two numbers, the lowest and the highest.
+const EPHEMERAL_RANGE: &str = "/proc/sys/net/ipv4/ip_local_port_range";
+
+/// The ports chaos hands out below the ephemeral range whose file reads
+/// `text`: from 10000 up to the range's first port, when that leaves at
+/// least 1000 (none on a machine whose range starts lower).
+fn below_ephemeral(text: &str) -> Option<std::ops::Range<u16>> {
+    const LOWEST: u16 = 10_000;
+    let low: u16 = text.split_whitespace().next()?.parse().ok()?;
+    (low >= LOWEST + 1_000).then_some(LOWEST..low)
+}
+
+/// Whether 127.0.0.1:`port` cannot be bound now (with `SO_REUSEADDR`, as
+/// the targets' servers bind): a listener has it, or a connection's socket
+/// does, open or closed and waiting out TIME_WAIT (60 s on Linux).
+pub(crate) fn taken(port: u16) -> bool {
+    std::net::TcpListener::bind(SocketAddr::from((LOOPBACK, port))).is_err()
 }
 
 /// Whether the socket listening on 127.0.0.1:`port` belongs to a process
@@ -195,6 +237,47 @@ mod tests {
         assert_eq!(held_by_group(port, ours + 1), Some(false));
         drop(listener);
         assert_eq!(held_by_group(port, ours), Some(false));
+    }
+
+    #[test]
+    fn ports_are_handed_out_below_the_ephemeral_range_where_it_leaves_room() {
+        assert_eq!(below_ephemeral("32768\t60999\n"), Some(10_000..32_768));
+        assert_eq!(below_ephemeral("11000 60999"), Some(10_000..11_000));
+        assert_eq!(below_ephemeral("10999 60999"), None);
+        assert_eq!(below_ephemeral("1024 65535"), None);
+        assert_eq!(below_ephemeral(""), None);
+        assert_eq!(below_ephemeral("many ports"), None);
+        let Some(below) = std::fs::read_to_string(EPHEMERAL_RANGE)
+            .ok()
+            .and_then(|text| below_ephemeral(&text))
+        else {
+            return;
+        };
+        for _ in 0..20 {
+            let port = reserve_port().unwrap();
+            assert!(below.contains(&port), "{port} is not in {below:?}");
+        }
+    }
+
+    /// What a CI run met: between chaos's release of a port and the
+    /// target's bind, an outgoing connection was given that port as its
+    /// own. The connection's socket makes the port taken, and still does
+    /// once closed, for as long as it waits out TIME_WAIT: a port from the
+    /// ephemeral range can be unbindable for a minute after any connection.
+    #[test]
+    fn a_port_a_connection_holds_is_taken_even_in_time_wait() {
+        let server = bind_loopback().unwrap();
+        assert!(taken(server.local_addr().unwrap().port()));
+        let client = std::net::TcpStream::connect(server.local_addr().unwrap()).unwrap();
+        let (accepted, _) = server.accept().unwrap();
+        let port = client.local_addr().unwrap().port();
+        assert!(taken(port), "a connected socket holds {port}");
+        // The client closes first, so its side waits out TIME_WAIT.
+        drop(client);
+        let mut rest = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut &accepted, &mut rest);
+        drop(accepted);
+        assert!(taken(port), "{port} waits out TIME_WAIT");
     }
 
     #[test]

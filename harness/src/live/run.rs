@@ -4,6 +4,7 @@
 //! ([`super::admit`]); a trial here only fails to run for reasons of its own
 //! (the target never got ready, died, hung).
 
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +28,7 @@ use super::launch::{Launch, TargetProcess};
 use super::net::{self, GatedNetwork};
 use super::schedule::{self, LiveTime};
 use super::slot::{reusable, served_with, Running, Served, Slot};
-use super::start::{exposure, healthy, launch, start, Addrs};
+use super::start::{exposure, healthy, launch, lost_its_port, start, Addrs, PORT_RETRIES};
 use super::watch::{run_limit, Watch, Watched};
 use super::Starts;
 
@@ -102,7 +103,7 @@ async fn drive(
     // The harness's servers, on the slot's ports (a kept process was told
     // them), for this trial only: until `stop` is dropped.
     let (stop, stopped) = watch::channel(());
-    let addrs = serve_harness(trial, target, &cast, slot, stopped)?;
+    let mut addrs = serve_harness(trial, target, &cast, slot, stopped)?;
     // An earlier trial's messages still on the broker (the agent's retries
     // published while a slow consumer restarted) are that trial's work:
     // gone before this trial's consumer starts or is reused.
@@ -115,7 +116,7 @@ async fn drive(
             why,
         })?;
     let Some((launch, mut process, process_dir, served)) =
-        start_or_reuse(trial, target, &time, &addrs, slot, cancel, starts).await?
+        start_or_reuse(trial, target, &time, &mut addrs, slot, cancel, starts).await?
     else {
         return Ok(None);
     };
@@ -264,11 +265,16 @@ fn serve_harness(
 /// with the same environment, is still up, and nothing in this scenario
 /// kills it; otherwise this trial starts its own. `None` when cancelled;
 /// with the process, the trials it served before (none when new).
+///
+/// A start that lost its port to another program (see [`lost_its_port`])
+/// is tried again on a new port, at most [`PORT_RETRIES`] times: the port
+/// is chaos's choice, not the target's fault. The slot and `addrs` keep the
+/// new one.
 async fn start_or_reuse(
     trial: &Trial<'_>,
     target: &TargetFile,
     time: &LiveTime,
-    addrs: &Addrs,
+    addrs: &mut Addrs,
     slot: &mut Slot,
     cancel: &AtomicBool,
     starts: &Starts,
@@ -286,14 +292,34 @@ async fn start_or_reuse(
         }
         running.process.kill();
     }
-    let process_dir = slot.new_process_dir().map_err(Error::StateDir)?;
-    let launch = launch(target, trial, time, &process_dir, addrs);
-    let Some(process) = start(&launch, &addrs.target, target, cancel).await? else {
-        return Ok(None);
-    };
-    starts.got_ready();
-    exposure(target, &addrs.target)?;
-    Ok(Some((launch, process, process_dir, Served::new())))
+    let mut retries = 0;
+    loop {
+        let process_dir = slot.new_process_dir().map_err(Error::StateDir)?;
+        let launch = launch(target, trial, time, &process_dir, addrs);
+        let process = match start(&launch, &addrs.target, target, cancel).await {
+            Ok(Some(process)) => process,
+            Ok(None) => return Ok(None),
+            Err(error) if retries < PORT_RETRIES && lost_its_port(&error, &addrs.target) => {
+                retries += 1;
+                let port = net::reserve_port().map_err(Error::NoPort)?;
+                let moved = format!("{}:{port}", net::LOOPBACK);
+                // A closed stderr is no reason to stop (issue 15).
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "chaos: target '{}': another program took {} before the target could listen there; starting it again on {moved}",
+                    target.name,
+                    addrs.target,
+                );
+                slot.target_addr.clone_from(&moved);
+                addrs.target = moved;
+                continue;
+            }
+            Err(error) => return Err(error),
+        };
+        starts.got_ready();
+        exposure(target, &addrs.target)?;
+        return Ok(Some((launch, process, process_dir, Served::new())));
+    }
 }
 
 /// A target that keeps its own callers learns of this trial's tokens before

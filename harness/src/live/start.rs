@@ -20,7 +20,7 @@ use crate::way_in::Ready;
 
 use super::error::{Error, Result};
 use super::launch::{describe_exit, Launch, TargetProcess};
-use super::net::{exposed_listeners, held_by_group};
+use super::net::{exposed_listeners, held_by_group, taken};
 use super::schedule::LiveTime;
 use super::slot::TrialDir;
 
@@ -242,6 +242,29 @@ pub(super) async fn start(
             .into());
         }
         tokio::time::sleep(PROBE_EVERY).await;
+    }
+}
+
+/// How many times a start that lost its port is tried again on another.
+pub(super) const PORT_RETRIES: u32 = 2;
+
+/// Whether a start failed because the port chaos told the target to listen
+/// on was not free for it: another program answered `/healthz` there, or
+/// the target exited and the port cannot be bound now (another program's
+/// listener or connection holds it), or the stdio bridge found it in use.
+/// A target that exits for a port of its own choosing leaves chaos's port
+/// free, and is not one.
+pub(super) fn lost_its_port(error: &Error, addr: &str) -> bool {
+    let port = || {
+        addr.rsplit(':')
+            .next()
+            .and_then(|port| port.parse::<u16>().ok())
+    };
+    match error {
+        Error::PortTaken { .. } => true,
+        Error::ExitedBeforeReady { .. } => port().is_some_and(taken),
+        Error::Bridge { source, .. } => source.kind() == std::io::ErrorKind::AddrInUse,
+        _ => false,
     }
 }
 
