@@ -39,9 +39,7 @@ pub(crate) fn for_this_trial(
 /// ports by hand can take it; [`taken`] tells the start to try another.
 pub(crate) fn reserve_port() -> io::Result<u16> {
     static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
-    let mut handed_out = HANDED_OUT
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut handed_out = chaos_kit::sync::lock(&HANDED_OUT);
     let below = std::fs::read_to_string(EPHEMERAL_RANGE)
         .ok()
         .and_then(|text| below_ephemeral(&text));

@@ -209,8 +209,7 @@ pub(super) async fn start(
         let last = match target.way_in.ready(&probe, addr, PROBE_TIMEOUT, true).await {
             Ready::Yes if !target.way_in.listens() => return Ok(Some(process)),
             Ready::Yes => {
-                let port = addr.rsplit(':').next().and_then(|port| port.parse().ok());
-                let taken = port.and_then(|port| held_by_group(port, process.group()));
+                let taken = port_of(addr).and_then(|port| held_by_group(port, process.group()));
                 if taken == Some(false) {
                     return Err(Error::PortTaken {
                         target: target.name.clone(),
@@ -245,6 +244,11 @@ pub(super) async fn start(
     }
 }
 
+/// The port of a `host:port` address chaos made.
+fn port_of(addr: &str) -> Option<u16> {
+    addr.rsplit(':').next()?.parse().ok()
+}
+
 /// How many times a start that lost its port is tried again on another.
 pub(super) const PORT_RETRIES: u32 = 2;
 
@@ -255,14 +259,9 @@ pub(super) const PORT_RETRIES: u32 = 2;
 /// A target that exits for a port of its own choosing leaves chaos's port
 /// free, and is not one.
 pub(super) fn lost_its_port(error: &Error, addr: &str) -> bool {
-    let port = || {
-        addr.rsplit(':')
-            .next()
-            .and_then(|port| port.parse::<u16>().ok())
-    };
     match error {
         Error::PortTaken { .. } => true,
-        Error::ExitedBeforeReady { .. } => port().is_some_and(taken),
+        Error::ExitedBeforeReady { .. } => port_of(addr).is_some_and(taken),
         Error::Bridge { source, .. } => source.kind() == std::io::ErrorKind::AddrInUse,
         _ => false,
     }
@@ -280,11 +279,7 @@ pub(super) async fn healthy(target: &TargetFile, addr: &str) -> bool {
 
 /// Refuses a target that listens on its port beyond 127.0.0.1.
 pub(super) fn exposure(target: &TargetFile, target_addr: &str) -> Result<()> {
-    let Some(port) = target_addr
-        .rsplit(':')
-        .next()
-        .and_then(|port| port.parse::<u16>().ok())
-    else {
+    let Some(port) = port_of(target_addr) else {
         return Ok(());
     };
     let exposed = exposed_listeners(port);
